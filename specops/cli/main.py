@@ -1,0 +1,104 @@
+"""Entry point: builds the typer app, runs it, maps errors to one line and an exit code.
+
+Exit codes: 0 ok; 1 a check ran and failed (incompatible lineage, failed validation);
+2 bad input or something could not be evaluated; 130 interrupted.
+Tracebacks only with SPECOPS_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="specops",
+    help="Run speculative-decoding LLM deployments on vLLM: recommend, deploy, track lineage, "
+    "validate, watch and heal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# Each module defines `register(app)`; order is the order in `specops --help`.
+COMMAND_MODULES = [
+    "recommend",
+    "deploy",
+    "lineage",
+    "deployment",
+    "measure",
+    "validate",
+    "tune",
+    "monitor",
+    "retrain",
+]
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"specops.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"specops.cli.{name}":
+                continue  # capability not built yet
+            raise
+        module.register(app)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", help="Print the specops version and exit."),
+) -> None:
+    """specops command-line interface."""
+    if version:
+        from specops import __version__
+
+        typer.echo(f"specops {__version__}")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from typer._click.exceptions import ClickException
+
+    from specops.errors import SpecopsError
+
+    _register_all()
+    command = typer.main.get_command(app)
+    debug = os.environ.get("SPECOPS_DEBUG") == "1"
+    try:
+        rv = command.main(args=argv, prog_name="specops", standalone_mode=False)
+    except SpecopsError as exc:
+        if debug:
+            raise
+        typer.echo(f"error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # never a traceback for users
+        if debug:
+            raise
+        typer.echo(
+            f"error: internal error ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
+            "To fix: re-run with SPECOPS_DEBUG=1 for the traceback and report it.",
+            err=True,
+        )
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

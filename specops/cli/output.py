@@ -1,0 +1,52 @@
+"""Rendering helpers: one data structure, shown as a rich table for people or JSON/YAML for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from specops.errors import InputError
+
+FORMATS = ("table", "json", "yaml")
+
+
+def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
+    fmt = (fmt or "table").lower()
+    if fmt not in allowed:
+        from specops.errors import did_you_mean
+
+        raise InputError(f'unknown output format "{fmt}".{did_you_mean(fmt, allowed)}',
+                         f"use --output {'|'.join(allowed)}")
+    return fmt
+
+
+def to_jsonable(data: Any) -> Any:
+    if hasattr(data, "model_dump"):
+        return data.model_dump(mode="json")
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [to_jsonable(v) for v in data]
+    return data
+
+
+def emit(data: Any, fmt: str, table: Callable[[Any], None] | None = None) -> None:
+    """Print ``data`` as JSON, YAML or (via ``table``) for people."""
+    fmt = check_format(fmt, FORMATS if table else ("json", "yaml"))
+    if fmt == "json":
+        sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+    elif fmt == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(to_jsonable(data), sort_keys=False))
+    else:
+        assert table is not None
+        table(data)
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr)

@@ -1,0 +1,29 @@
+"""Locate the playbooks folder (data files shipped with specops).
+
+Installed wheels carry it as ``specops/_playbooks``; a source checkout (editable install) uses the
+repository's ``playbooks/``. ``SPECOPS_PLAYBOOKS`` overrides both (for site-specific playbooks).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+
+@lru_cache(maxsize=1)
+def _default_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    packaged = here / "_playbooks"
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "playbooks"
+
+
+def playbooks_dir() -> Path:
+    env = os.environ.get("SPECOPS_PLAYBOOKS")
+    return Path(env) if env else _default_dir()
+
+
+def playbook_path(*parts: str) -> Path:
+    return playbooks_dir().joinpath(*parts)
