@@ -118,7 +118,7 @@ class CapabilityTable:
     def runnable_method(self, method: str, version: str | Version) -> tuple[bool, str]:
         """A method can be in the config yet refused by the engine (known 'bug' rows say so)."""
         v = parse_version(version) if isinstance(version, str) else version
-        if not self.has("method", method, v):
+        if v >= (0, 8, 2) and not self.has("method", method, v):
             return False, f"method {method} not in vLLM {format_version(v)}"
         for bug in self.bugs(v):
             text = bug.name.lower()
