@@ -35,3 +35,37 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: st
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# --- real engines -------------------------------------------------------------------------------
+
+TINY_MODELS = REPO / "tests" / "assets" / "tiny-models"
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> dict[str, Path]:
+    """The tiny real models built by scripts/build_tiny_models.py (committed; rebuilt when missing).
+
+    Layout: tokenizer is saved inside each model folder; `target-v1`, `draft-v1` (distilled/trained
+    against target-v1) and `target-v2` (target-v1 fine-tuned on prose: the stale-draft case).
+    """
+    names = ("target-v1", "draft-v1", "target-v2")
+    if not all((TINY_MODELS / n / "config.json").is_file() for n in names):
+        subprocess.run([sys.executable, str(REPO / "scripts" / "build_tiny_models.py"), "--out",
+                        str(TINY_MODELS)], check=True)
+    return {n: TINY_MODELS / n for n in names}
+
+
+@pytest.fixture
+def engine_lock():
+    """Serialise real vLLM engines across concurrently running test processes: two CPU engines at
+    once on 2 cores would starve each other (and measure each other)."""
+    import fcntl
+
+    lock_path = Path(os.environ.get("TMPDIR", "/tmp")) / "specops-engine-tests.lock"
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "tune",
     "monitor",
     "retrain",
+    "kube",
 ]
 
 
