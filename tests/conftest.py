@@ -62,7 +62,7 @@ def engine_lock():
     once on 2 cores would starve each other (and measure each other)."""
     import fcntl
 
-    lock_path = Path(os.environ.get("TMPDIR", "/tmp")) / "specops-engine-tests.lock"
+    lock_path = Path("/tmp") / "specops-engine-tests.lock"
     with open(lock_path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
