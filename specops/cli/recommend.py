@@ -1,0 +1,63 @@
+"""`specops recommend`: method, γ and KV dtype for a model on given GPUs, with the exact vLLM launch.
+
+Imports only typer at module level (keeps `specops --help` fast); the planner loads in the body.
+"""
+
+from __future__ import annotations
+
+import typer
+
+OUTPUTS = ("table", "json", "yaml", "deployment")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recommend", help="Recommend a speculative-decoding method, γ and KV dtype, with a predicted "
+                "speedup, the decision path, and the exact `vllm serve` command. Docs: docs/recommend.md.")(
+        recommend_command)
+
+
+def recommend_command(
+    model: str = typer.Option(..., "--model", help="Catalog name, Hugging Face id, or local model folder."),
+    params_b: float = typer.Option(None, "--params-b", help="Parameters in billions (needed for unknown hub ids)."),
+    quantization: str = typer.Option(None, "--quantization", help="Weights: fp8, int8, awq, gptq or nvfp4."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU: H100, H100-PCIE, H200, B200, A100-40GB, A100-80GB, L40S, "
+                            "L4, A10G, RTX4090, RTX3090, MI300X, T4, cpu. Default: SPECOPS_GPU / config.yaml."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor parallel size)."),
+    tpot_ms: float = typer.Option(None, "--tpot-ms", help="Target time per output token in ms."),
+    task: str = typer.Option("chat", "--task", help="code, math, chat, creative, translation, summarization, rag, "
+                             "agentic."),
+    context_len: int = typer.Option(4096, "--context-len", help="Prompt/context tokens per request."),
+    output_len: int = typer.Option(256, "--output-len", help="Generated tokens per request."),
+    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Concurrent requests."),
+    vllm_version: str = typer.Option(None, "--vllm-version", help="vLLM release (default SPECOPS_VLLM_VERSION, "
+                                     "config.yaml, else 0.33.0)."),
+    objective: str = typer.Option("latency", "--objective", help="latency (per-request speedup) or throughput "
+                                  "(tokens/s meeting the TPOT target)."),
+    method: str = typer.Option(None, "--method", help="Pin a method: eagle3, eagle, mtp, draft_model, ngram, "
+                               "suffix, dflash, medusa (vLLM ≤ 0.32), none."),
+    num_speculative_tokens: int = typer.Option(None, "--num-speculative-tokens", help="Pin γ (1-16)."),
+    draft: str = typer.Option(None, "--draft", help="Pin a draft: hub id or local folder."),
+    output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
+                               "YAML for `specops deploy`)."),
+    name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
+) -> None:
+    from specops.cli.output import check_format, emit
+    from specops.planner.api import build_request, recommend_with_defaults
+
+    fmt = check_format(output, OUTPUTS)
+    request = build_request(model=model, params_b=params_b, quantization=quantization, gpu=gpu, gpus=gpus,
+                            tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
+                            temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
+                            objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
+                            draft=draft)
+    plan = recommend_with_defaults(request)
+    if fmt == "deployment":
+        from specops.engines.spec import dump_spec
+        from specops.planner.render import to_deployment
+
+        typer.echo(dump_spec(to_deployment(plan, name)), nl=False)
+        return
+    from specops.planner.show import print_plan
+
+    emit(plan, fmt, print_plan)

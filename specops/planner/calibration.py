@@ -1,0 +1,364 @@
+"""Acceptance priors calibrated on published measurements (playbooks/data/published_speculative_decoding.csv).
+
+Each row becomes a per-token first-position acceptance α0 (at temperature 0) for its method × task ×
+draft structure, with its citation (source + location):
+
+- Leviathan-style rows give α directly (``acceptance_rate`` defined as α = E(β), i.i.d.).
+- Rows with τ (mean acceptance length incl. the bonus token) and a chain length γ: solve
+  τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i for α0 (d = the method's position decay).
+- Rows with vLLM's accepted/drafted rate r and γ: τ = 1 + r·γ first. r is NOT α (r equals α only at
+  γ = 1; shared/reference: K=7, τ=3.53 → r=0.36 but α≈0.74).
+- Tree drafts (EAGLE papers) verify many tokens per step; their τ is solved as a chain of the tree's
+  depth and kept apart ("tree" structure): vLLM runs chains.
+- Temperature: α_T = α0·exp(−λ·T), λ = median over paired rows (same setting at T=0 and T>0).
+
+Measured per-position acceptance (a later issue feeds registry measurements) overrides the
+published prior for that draft × task and is reported as "measured: N samples".
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specops.planner.types import MeasuredAcceptance
+
+# Position decay d of per-token acceptance (α_i = α0·d^i), by method (and EAGLE generation).
+# eagle3 0.954: fitted to vLLM blog 2026-03-13 (P-EAGLE), gpt-oss-20b EAGLE-3 AL 2.70 at K=3 and 3.27 at
+#   K=7 on MT-Bench (α0=0.762, d=0.954 reproduce both).
+# eagle3 generation 3.1 0.995: speculators PR #610 (Qwen3-8B, k=5) average AL 2.817 (EAGLE-3) vs 3.019
+#   (EAGLE-3.1); with equal α0 and d=0.95 for EAGLE-3, EAGLE-3.1 needs d≈0.996.
+# eagle 0.97: EAGLE (arXiv:2401.15077) Table 8 chain α by position 0.84/0.79/0.75/0.73/0.74 (mild decay).
+# mtp 0.90: MTP modules are trained for depth 1 (DeepSeek-V3 report §5.4.3); chained use decays faster
+#   (specops assumption, no published per-position data in the table).
+# draft_model / ngram / suffix 1.0: Leviathan et al. model acceptance as i.i.d.
+DECAY = {"eagle3": 0.954, "eagle3@3.1": 0.995, "eagle": 0.97, "mtp": 0.90, "draft_model": 1.0,
+         "ngram": 1.0, "suffix": 1.0, "dflash": 0.99, "medusa": 0.93}
+# EAGLE (arXiv:2401.15077) HumanEval 70B: chain α0 0.84 (Table 8) vs tree-equivalent α≈0.87-0.9 (τ 4.42 at
+# depth 5, Table 1) -> a tree is worth ~1.07x α; used only when a tree prior must come from chain data.
+TREE_BONUS = 1.07
+DEFAULT_ALPHA = 0.6  # used only when a method has no published row at all (reported as such)
+MAX_ALPHA = 0.97
+# Methods without rows of their own borrow from a close relative (reported in the prior's source).
+FALLBACK = {"suffix": "ngram", "dflash": "eagle3", "medusa": "eagle", "eagle": "eagle3", "mtp": "eagle3",
+            "eagle3": "eagle"}
+# Request task -> the task class priors are kept by. RAG/agentic: high prompt–output overlap, closest
+# published proxy is summarization (PLD's best task, EAGLE-3 Table 1).
+TASK_CLASS = {"code": "code", "math": "math", "chat": "chat", "creative": "chat", "translation": "translation",
+              "summarization": "summarization", "rag": "summarization", "agentic": "summarization"}
+
+
+def expected_tokens(alpha0: float, decay: float, gamma: int) -> float:
+    """τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i (Leviathan et al. 2023 §3 with position-dependent α)."""
+    total, p = 1.0, 1.0
+    for i in range(gamma):
+        p *= min(MAX_ALPHA, alpha0 * decay ** i)
+        total += p
+    return total
+
+
+def solve_alpha(tau: float, gamma: int, decay: float) -> float | None:
+    """α0 such that expected_tokens(α0, d, γ) = τ (bisection); None when τ is out of range."""
+    if gamma < 1 or not (1.0 < tau < gamma + 1):
+        return None
+    lo, hi = 1e-4, MAX_ALPHA
+    if expected_tokens(hi, decay, gamma) < tau:
+        return MAX_ALPHA
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if expected_tokens(mid, decay, gamma) < tau:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def decay_for(method: str, generation: str | None = None) -> float:
+    if method == "eagle3" and generation == "3.1":
+        return DECAY["eagle3@3.1"]
+    return DECAY.get(method, 1.0)
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One parsed row of the published table (only what the model uses, plus the citation)."""
+
+    source: str
+    location: str
+    target: str
+    params_b: float | None
+    method: str | None            # vLLM method family, None when vLLM has no equivalent (Lookahead)
+    generation: str | None
+    structure: str                # chain | tree
+    gamma: int | None             # chain length, or tree depth
+    tree_tokens: int | None       # tokens verified per step for trees
+    task: str
+    temperature: float
+    temperature_stated: bool
+    batch: int
+    hardware: str
+    tau: float | None
+    acceptance_rate: float | None
+    rate_is_alpha: bool
+    speedup: float | None
+    draft_params_b: float | None
+    notes: str
+
+    @property
+    def citation(self) -> str:
+        return f"{self.source}, {self.location}"
+
+    @property
+    def serving(self) -> bool:
+        text = f"{self.source} {self.hardware} {self.method or ''} {self.location}".lower()
+        return any(k in text for k in ("vllm", "sglang", "t5x", "tpu"))
+
+    def alpha0(self) -> float | None:
+        """First-position α at this row's temperature, or None when the row gives no acceptance."""
+        if self.method is None:
+            return None
+        d = 1.0 if self.structure == "tree" else decay_for(self.method, self.generation)
+        if self.acceptance_rate is not None and (self.rate_is_alpha or self.gamma == 1):
+            return self.acceptance_rate
+        tau = self.tau
+        if tau is None and self.acceptance_rate is not None and self.gamma:
+            tau = 1 + self.acceptance_rate * self.gamma  # vLLM's r = accepted/drafted -> τ
+        if tau is None or not self.gamma:
+            return None
+        return solve_alpha(tau, self.gamma, d)
+
+
+def _num(text: str) -> float | None:
+    m = re.match(r"\s*(-?\d+(?:\.\d+)?)", text or "")
+    return float(m.group(1)) if m else None
+
+
+def _method(text: str) -> tuple[str | None, str | None]:
+    t = text.lower()
+    if "eagle-3.1" in t or "eagle3.1" in t:
+        return "eagle3", "3.1"
+    if "eagle-3" in t or "eagle3" in t:
+        return "eagle3", "3"
+    if "eagle-2" in t:
+        return "eagle", "2"
+    if "eagle" in t:
+        return "eagle", "1"
+    if "mtp" in t:
+        return "mtp", None
+    if "medusa" in t:
+        return "medusa", None
+    if "pld" in t or "n-gram" in t or "ngram" in t:
+        return "ngram", None
+    if "draft model" in t:
+        return "draft_model", None
+    return None, None
+
+
+def _task(text: str) -> str:
+    t = text.lower()
+    for keys, cls in ((("humaneval", "code", "coding"), "code"), (("gsm8k", "math"), "math"),
+                      (("wmt", "translation"), "translation"), (("cnn", "summariz"), "summarization")):
+        if any(k in t for k in keys):
+            return cls
+    return "chat"  # MT-bench, Alpaca, writing, QA, mixed or unstated workloads
+
+
+def _structure(text: str, method: str | None) -> tuple[str, int | None, int | None]:
+    t = text.lower()
+    if "tree" in t and "no tree" not in t:
+        depth = re.search(r"depth (\d+)", t)
+        tokens = re.search(r"(\d+) draft tokens", t) or re.search(r"tree k=(\d+)", t)
+        n_tok = int(tokens.group(1)) if tokens else None
+        if "static tree" in t:  # EAGLE App. A.1: 5 draft forward passes, ~26-node tree
+            return "tree", 5, 26
+        return "tree", int(depth.group(1)) if depth else 4, n_tok or 60
+    for pat in (r"(?:gamma|k|num_spec(?:ulative)?_tokens|mtp)\s*=\s*(\d+)", r"max length (\d+)", r"(\d+) extra token"):
+        m = re.search(pat, t)
+        if m:
+            return "chain", int(m.group(1)), None
+    if "assisted-generation default" in t:
+        return "chain", 5, None  # transformers' assisted generation default num_assistant_tokens=5
+    if method == "ngram" and "default" in t:
+        return "chain", 10, None  # prompt-lookup decoding default num_pred_tokens=10 (Spec-Bench)
+    return "chain", None, None
+
+
+def _batch(text: str) -> int:
+    t = (text or "").lower()
+    m = re.search(r"(?:concurrency=|c=)?(\d+)", t)
+    return int(m.group(1)) if m and not t.startswith(("not", "offline")) else 1
+
+
+def _draft_size(text: str) -> float | None:
+    m = re.search(r"(\d+(?:\.\d+)?)\s*([MB])\b", text)
+    if not m:
+        return None
+    return float(m.group(1)) / (1000 if m.group(2) == "M" else 1)
+
+
+def parse_row(row: dict) -> PublishedRow:
+    method, gen = _method(row["method"])
+    structure, gamma, tree_tokens = _structure(f"{row['gamma_or_tree']} {row['method']}", method)
+    temp_text = row.get("temperature", "")
+    temp = _num(temp_text)
+    notes = row.get("notes", "")
+    rate_is_alpha = "alpha" in notes.lower() and "leviathan" in notes.lower()
+    return PublishedRow(
+        source=row["source"], location=row["location"], target=row["target_model"],
+        params_b=_num(row.get("params_b", "")), method=method, generation=gen, structure=structure,
+        gamma=gamma, tree_tokens=tree_tokens, task=_task(row["task"]), temperature=temp or 0.0,
+        temperature_stated=temp is not None, batch=_batch(row.get("batch_size", "")), hardware=row.get("hardware", ""),
+        tau=_num(row.get("tau", "")), acceptance_rate=_num(row.get("acceptance_rate", "")),
+        rate_is_alpha=rate_is_alpha, speedup=_num(row.get("speedup", "")),
+        draft_params_b=_draft_size(f"{row['method']} {row['gamma_or_tree']}") if method == "draft_model" else None,
+        notes=notes,
+    )
+
+
+def load_published(path: str | Path | None = None) -> list[PublishedRow]:
+    from specops.playbooks import playbook_path
+
+    p = Path(path) if path else playbook_path("data", "published_speculative_decoding.csv")
+    with open(p, newline="", encoding="utf-8") as f:
+        return [parse_row(r) for r in csv.DictReader(f)]
+
+
+@dataclass(frozen=True)
+class AcceptancePrior:
+    """Acceptance for one method × task × temperature: α0 with decay, or measured per-position rates."""
+
+    alpha0: float
+    decay: float
+    source: str
+    per_position: tuple[float, ...] | None = None  # measured cumulative rates (vLLM per-position / drafts)
+
+    def cumulative(self, gamma: int) -> list[float]:
+        """P(first k drafts accepted), k = 1..γ."""
+        if self.per_position:
+            rates = list(self.per_position[:gamma])
+            last = self.per_position[-1]
+            ratio = (self.per_position[-1] / self.per_position[-2]) if len(self.per_position) > 1 and \
+                self.per_position[-2] > 0 else self.alpha0
+            while len(rates) < gamma:  # beyond the measured positions: continue the last conditional rate
+                last *= ratio
+                rates.append(last)
+            return rates
+        out, p = [], 1.0
+        for i in range(gamma):
+            p *= min(MAX_ALPHA, self.alpha0 * self.decay ** i)
+            out.append(p)
+        return out
+
+    def expected_tokens(self, gamma: int) -> float:
+        return 1.0 + sum(self.cumulative(gamma))
+
+    def acceptance_rate(self, gamma: int) -> float:
+        """vLLM's accepted/drafted = (τ − 1)/γ."""
+        return (self.expected_tokens(gamma) - 1.0) / gamma if gamma else 0.0
+
+
+@dataclass
+class Priors:
+    """Published α0 (at T=0) per (method, structure, task class), plus measured overrides."""
+
+    table: dict[tuple[str, str, str], list[tuple[float, str]]]
+    temperature_lambda: float
+    measured: list[MeasuredAcceptance] = field(default_factory=list)
+    lambda_source: str = ""
+
+    def with_measured(self, *items: MeasuredAcceptance) -> Priors:
+        return Priors(dict(self.table), self.temperature_lambda, [*self.measured, *items], self.lambda_source)
+
+    def override(self, method: str, task: str, alpha0: float, source: str = "override") -> Priors:
+        """A copy with one (method, chain, task) prior replaced: for what-ifs and tests."""
+        table = dict(self.table)
+        table[(method, "chain", TASK_CLASS.get(task, task))] = [(alpha0, source)]
+        return Priors(table, self.temperature_lambda, list(self.measured), self.lambda_source)
+
+    def _published(self, method: str, structure: str, task_class: str) -> tuple[float, str] | None:
+        entries = self.table.get((method, structure, task_class))
+        note = ""
+        if not entries:
+            entries = [e for (m, s, _t), v in self.table.items() if m == method and s == structure for e in v]
+            note = f" (no {task_class} row; median over {method} rows)"
+        if not entries:
+            return None
+        values = sorted(entries)
+        alpha = statistics.median(v for v, _ in values)
+        cite = min(values, key=lambda e: abs(e[0] - alpha))[1]
+        more = f" +{len(values) - 1} rows" if len(values) > 1 else ""
+        return alpha, f"published: {cite}{more}{note}"
+
+    def lookup(self, method: str, *, task: str, temperature: float = 0.0, generation: str | None = None,
+               structure: str = "chain", draft: str | None = None) -> AcceptancePrior:
+        decay = 1.0 if structure == "tree" else decay_for(method, generation)
+        for m in self.measured:
+            if m.method == method and m.task == task and m.draft in ("*", draft):
+                return AcceptancePrior(m.per_position[0], decay, f"measured: {m.samples} samples",
+                                       tuple(m.per_position))
+        task_class = TASK_CLASS.get(task, task)
+        found, chain_of = None, [method]
+        current = method
+        while current in FALLBACK and FALLBACK[current] not in chain_of:
+            current = FALLBACK[current]
+            chain_of.append(current)
+        # same structure across the method's relatives first, then (trees only) chain data × the tree bonus
+        attempts = [(c, structure) for c in chain_of] + ([(c, "chain") for c in chain_of] if structure == "tree" else [])
+        for candidate, struct in attempts:
+            found = self._published(candidate, struct, task_class)
+            if found is not None:
+                if struct != structure:
+                    found = (min(MAX_ALPHA, found[0] * TREE_BONUS), found[1] + " ×tree bonus")
+                if candidate != method:
+                    found = (found[0], f"{found[1]} (borrowed from {candidate}: no {method} rows)")
+                break
+        alpha, source = found if found else (DEFAULT_ALPHA, "default (no published row for this method)")
+        alpha_t = alpha * math.exp(-self.temperature_lambda * temperature)
+        if temperature:
+            source += f"; temperature {temperature:g} applied (λ={self.temperature_lambda:.3f})"
+        return AcceptancePrior(min(MAX_ALPHA, alpha_t), decay, source)
+
+
+def _temperature_lambda(rows: list[PublishedRow]) -> tuple[float, str]:
+    """λ from rows that repeat one setting at T=0 and at T>0 (EAGLE/EAGLE-2/EAGLE-3 T=1 blocks,
+    Leviathan Table 2, vLLM PR #11672 greedy vs multinomial)."""
+    lambdas = []
+    by_setting: dict[tuple, list[PublishedRow]] = {}
+    for r in rows:
+        if r.temperature_stated:
+            by_setting.setdefault((r.source, r.target, r.method, r.structure, r.gamma, r.task,
+                                   r.draft_params_b), []).append(r)
+    for group in by_setting.values():
+        cold = [r for r in group if r.temperature == 0]
+        hot = [r for r in group if r.temperature > 0]
+        for c in cold:
+            for h in hot:
+                a0, a1 = c.alpha0(), h.alpha0()
+                if a0 and a1 and a1 < a0:
+                    lambdas.append(math.log(a0 / a1) / h.temperature)
+    if not lambdas:
+        return 0.1, "default λ=0.1 (no paired rows)"
+    return statistics.median(lambdas), f"median of {len(lambdas)} T=0/T>0 pairs"
+
+
+def calibrate(rows: list[PublishedRow], *, exclude_source: str | None = None) -> Priors:
+    """Priors from published rows (optionally leaving one source out, for validation)."""
+    use = [r for r in rows if r.source != exclude_source]
+    lam, lam_source = _temperature_lambda(use)
+    table: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
+    for r in use:
+        a = r.alpha0()
+        if a is None or r.method is None:
+            continue
+        a0 = min(MAX_ALPHA, a * math.exp(lam * r.temperature))  # back to T=0
+        table.setdefault((r.method, r.structure, r.task), []).append((a0, r.citation))
+    return Priors(table, lam, [], lam_source)
+
+
+def default_priors() -> Priors:
+    """Priors calibrated on every published row shipped in playbooks/data."""
+    return calibrate(load_published())

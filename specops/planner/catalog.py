@@ -1,0 +1,195 @@
+"""GPU and model catalogs (playbooks/catalogs/*.yaml) and how request names resolve against them.
+
+- GPUs by name or alias, case-insensitive (``H100`` = SXM, ``H100-PCIE``, ``cpu``, ...).
+- Models by hub id or short name; a local Hugging Face folder is read from its config.json; an
+  unknown hub id needs ``--params-b`` (then a generic dense architecture is estimated).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.errors import InputError, NotFoundError, unknown
+from specops.planner.types import GPU, DraftRef, ModelSpec
+
+# Bits per weight for --quantization (scales included: AWQ/GPTQ group 128 ≈ 4.25, NVFP4 = 4 + FP8 scale/16).
+QUANT_BITS = {"fp8": 8.0, "int8": 8.0, "awq": 4.25, "gptq": 4.25, "nvfp4": 4.5}
+
+
+class _GpuFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gpus: list[GPU] = Field(description="GPU entries.")
+
+
+class _ModelFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: list[ModelSpec] = Field(description="Model entries.")
+
+
+class Catalogs:
+    """GPU and model catalogs; build with :func:`load_catalogs` or from lists (tests)."""
+
+    def __init__(self, gpus: list[GPU], models: list[ModelSpec]) -> None:
+        self.gpus = gpus
+        self.models = models
+        self._gpu_index = {k.lower(): g for g in gpus for k in [g.name, *g.aliases]}
+        self._model_index = {k.lower(): m for m in models for k in [m.id, m.id.split("/")[-1], *m.names]}
+
+    def gpu(self, name: str) -> GPU:
+        key = name.strip().lower().replace("_", "-")
+        hit = self._gpu_index.get(key) or self._gpu_index.get(key.replace("-", ""))
+        if hit is None:
+            raise unknown("GPU", name, [g.name for g in self.gpus], fix="use one of: " + ", ".join(g.name for g in self.gpus))
+        return hit
+
+    def catalog_model(self, name: str) -> ModelSpec | None:
+        return self._model_index.get(name.strip().lower())
+
+    def model(self, name: str, *, params_b: float | None = None, quantization: str | None = None) -> ModelSpec:
+        """Resolve --model (catalog name, hub id, or local folder) and apply --quantization."""
+        spec = self.catalog_model(name)
+        if spec is None:
+            path = Path(name).expanduser()
+            if path.is_dir():
+                spec = model_from_config_dir(path, params_b=params_b)
+            elif params_b is not None:
+                spec = generic_model(name, params_b)
+            else:
+                choices = sorted({m.id for m in self.models} | {n for m in self.models for n in m.names})
+                err = unknown("model", name, choices)
+                raise NotFoundError(err.message, "use a catalog model, a local folder with config.json, or pass "
+                                    "--params-b for a hub id specops does not know (e.g. --params-b 8)")
+        elif params_b is not None and abs(params_b - spec.params_b) / spec.params_b > 0.25:
+            raise InputError(f"--params-b {params_b} contradicts the catalog's {spec.params_b}B for {spec.id}",
+                             "drop --params-b for catalog models")
+        if quantization:
+            spec = spec.model_copy(update={"weight_bits": QUANT_BITS[quantization], "quantization": quantization})
+        return spec
+
+    def drafts_for(self, model: ModelSpec) -> list[DraftRef]:
+        return list(model.drafts)
+
+
+def _read_file(path: Path, model: type[BaseModel]):
+    from specops.yamlfile import load_model
+
+    return load_model(path, model)
+
+
+@lru_cache(maxsize=4)
+def _load(gpu_path: str, model_path: str) -> Catalogs:
+    gpus = _read_file(Path(gpu_path), _GpuFile).gpus
+    models = _read_file(Path(model_path), _ModelFile).models
+    return Catalogs(gpus, models)
+
+
+def load_catalogs(gpu_path: str | Path | None = None, model_path: str | Path | None = None) -> Catalogs:
+    """The catalogs shipped in playbooks/catalogs (or given paths)."""
+    from specops.playbooks import playbook_path
+
+    return _load(str(gpu_path or playbook_path("catalogs", "gpus.yaml")),
+                 str(model_path or playbook_path("catalogs", "models.yaml")))
+
+
+def generic_model(model_id: str, params_b: float) -> ModelSpec:
+    """A dense Llama-like architecture for a given size (layers/hidden fitted to the Llama family).
+
+    hidden ≈ 128·round(sqrt(params/(12·layers))/128); layers from the size band. Good enough for
+    bytes and FLOPs, which depend mainly on params_b.
+    """
+    layers = 16 if params_b < 2 else 28 if params_b < 5 else 32 if params_b < 10 else 40 if params_b < 20 \
+        else 64 if params_b < 40 else 80 if params_b < 100 else 126
+    hidden = max(1024, int(round(math.sqrt(params_b * 1e9 / (12 * layers)) / 128)) * 128)
+    heads = max(8, hidden // 128)
+    return ModelSpec(id=model_id, params_b=params_b, layers=layers, hidden=hidden, heads=heads,
+                     kv_heads=max(1, min(8, heads)), head_dim=128, vocab=128256, max_context=131072,
+                     source=f"estimated from --params-b {params_b} (generic dense architecture)")
+
+
+def model_from_config_dir(path: Path, *, params_b: float | None = None) -> ModelSpec:
+    """Read a local Hugging Face folder's config.json (and its quantization_config)."""
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise InputError(f"{path} has no config.json", "point --model at a Hugging Face model folder")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {cfg_path}: {exc.__class__.__name__}", "fix the JSON file") from None
+    cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
+    try:
+        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{cfg_path} lacks hidden_size/num_hidden_layers", "use a decoder-only model folder") from None
+    heads = int(cfg.get("num_attention_heads", max(1, hidden // 128)))
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    vocab = int(cfg.get("vocab_size", 32000))
+    inter = int(cfg.get("intermediate_size", 4 * hidden))
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    top_k = cfg.get("num_experts_per_tok")
+    moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+    attn = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2
+    if experts and top_k:
+        mlp_total, mlp_active = 3 * hidden * moe_inter * int(experts), 3 * hidden * moe_inter * int(top_k)
+    else:
+        mlp_total = mlp_active = 3 * hidden * inter
+    emb = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    total = layers * (attn + mlp_total) + emb
+    active = layers * (attn + mlp_active) + emb
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    dtype = dtype if dtype in ("bfloat16", "float16", "float32") else "bfloat16"
+    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
+    quant = cfg.get("quantization_config") or {}
+    qname = None
+    if quant:
+        qm = str(quant.get("quant_method", "")).lower()
+        qname = qm or None
+        bits = float(quant.get("bits") or quant.get("w_bit") or (8 if "fp8" in qm else 4))
+    return ModelSpec(
+        id=str(path), params_b=params_b or total / 1e9,
+        active_params_b=(active / 1e9) if experts and top_k else None,
+        layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
+        max_context=int(cfg.get("max_position_embeddings", 4096)), dtype=dtype, weight_bits=bits,
+        experts=int(experts) if experts and top_k else None, experts_per_token=int(top_k) if experts and top_k else None,
+        kv_lora_rank=cfg.get("kv_lora_rank"), kv_rope_dim=cfg.get("qk_rope_head_dim"),
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), quantization=qname,
+        source=f"{cfg_path} (config.json)",
+    )
+
+
+def draft_from_name(name: str, target: ModelSpec, catalogs: Catalogs) -> DraftRef:
+    """Resolve --draft: a known draft, a local folder (config.json), or a hub id guessed by name."""
+    for d in target.drafts:
+        if d.id.lower() == name.lower():
+            return d
+    path = Path(name).expanduser()
+    lowered = name.lower()
+    if path.is_dir():
+        cfg_file = path / "config.json"
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+        text = json.dumps(cfg).lower()
+        if "eagle3" in text or "eagle-3" in text:
+            gen = "3.1" if (cfg.get("fc_norm") or cfg.get("norm_output")) else "3"
+            return DraftRef(id=name, method="eagle3", generation=gen, source=str(cfg_file))
+        if "eagle" in text:
+            return DraftRef(id=name, method="eagle", generation="1", source=str(cfg_file))
+        if "medusa" in text:
+            return DraftRef(id=name, method="medusa", source=str(cfg_file))
+        spec = model_from_config_dir(path)
+        return DraftRef(id=name, method="draft_model", params_b=spec.params_b, source=str(cfg_file))
+    if "eagle3.1" in lowered or "eagle-3.1" in lowered or "eagle31" in lowered:
+        return DraftRef(id=name, method="eagle3", generation="3.1", source="method guessed from the name")
+    if "eagle3" in lowered or "eagle-3" in lowered:
+        return DraftRef(id=name, method="eagle3", generation="3", source="method guessed from the name")
+    if "eagle" in lowered:
+        return DraftRef(id=name, method="eagle", generation="1", source="method guessed from the name")
+    if "medusa" in lowered:
+        return DraftRef(id=name, method="medusa", source="method guessed from the name")
+    known = catalogs.catalog_model(name)
+    return DraftRef(id=name, method="draft_model", params_b=known.params_b if known else None,
+                    source="catalog" if known else "method guessed from the name")

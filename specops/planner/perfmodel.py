@@ -1,0 +1,306 @@
+"""The performance model: step times from a roofline, draft costs, tokens per step, memory.
+
+All formulas are documented with sources in docs/performance-model.md. Units: bytes, FLOPs,
+milliseconds, GiB. The engine constants (efficiencies, overheads) live in :class:`EngineProfile`
+and are passed in explicitly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.planner.calibration import AcceptancePrior
+from specops.planner.types import GPU, ModelSpec
+
+GIB = 1024 ** 3
+# Bytes per cached K/V element (or the 16-bit size divided by the compression vLLM reports).
+# TurboQuant ratios from shared/reference/vllm-0.33-speculative.md (vLLM's own figures).
+KV_ELEMENT_BYTES = {
+    "auto": None, "float16": 2.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
+    "fp8_inc": 1.0, "fp8_ds_mla": 1.0, "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0,
+    "int4_per_token_head": 0.5, "nvfp4": 0.5625, "turboquant_k8v4": 2 / 2.6, "turboquant_4bit_nc": 2 / 3.8,
+    "turboquant_k3v4_nc": 2 / 3.5, "turboquant_3bit_nc": 2 / 4.9,
+}
+TURBOQUANT_FULL_LAYERS = 4  # first/last 2 attention layers of dense models stay at full precision
+
+
+class EngineProfile(BaseModel):
+    """Engine constants of the model (not fitted per measurement; see docs/performance-model.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("vllm", description="Profile name.")
+    bandwidth_efficiency: float = Field(0.80, gt=0, le=1, description="Achieved / peak memory bandwidth.")
+    compute_efficiency: float = Field(0.55, gt=0, le=1, description="Achieved / peak dense tensor FLOP/s.")
+    overlap_penalty: float = Field(0.3, ge=0, le=1, description="t = max(mem, compute) + p·min(mem, compute).")
+    step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
+    layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
+    draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
+    ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
+    allreduce_ms_per_layer: dict[str, float] = Field(
+        default_factory=lambda: {"nvlink": 0.012, "xgmi": 0.015, "pcie": 0.05, "none": 0.0},
+        description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="vLLM's default --gpu-memory-utilization.")
+    runtime_reserve_gib: float = Field(1.5, ge=0, description="Per-GPU activations, CUDA graphs, context.")
+
+
+VLLM_PROFILE = EngineProfile()
+# HF-transformers style harnesses (EAGLE/Medusa papers): no CUDA graphs, Python per layer.
+EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead_ms=0.25,
+                              draft_step_overhead_ms=1.0, ngram_step_ms=0.5)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Target model on its hardware."""
+
+    model: ModelSpec
+    gpu: GPU
+    tp: int
+    profile: EngineProfile
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """What drafts: a head (eagle/eagle3/mtp/medusa), a model (draft_model/dflash), or the prompt."""
+
+    method: str
+    id: str | None
+    params_b: float
+    generation: str | None = None
+    model: ModelSpec | None = None  # for draft_model
+    typical: bool = False           # size estimated, not from a known draft
+
+
+def bytes_per_param(model: ModelSpec) -> float:
+    return model.weight_bits / 8
+
+
+def _expert_split(model: ModelSpec) -> tuple[float, float]:
+    """(dense params, routed-expert params) in units of 1; all dense for non-MoE."""
+    total = model.params_b * 1e9
+    if not model.is_moe:
+        return total, 0.0
+    share = model.experts_per_token / model.experts
+    experts = (total - model.active_b * 1e9) / (1 - share)
+    return total - experts, experts
+
+
+def weight_bytes_read(model: ModelSpec, n_tokens: int) -> float:
+    """Weights one forward reads: all dense weights + the routed experts that n tokens activate.
+
+    Distinct experts hit by n tokens choosing k of E: E·(1 − (1 − k/E)^n) (uniform routing).
+    """
+    dense, experts = _expert_split(model)
+    frac = 0.0
+    if experts:
+        k, e = model.experts_per_token, model.experts
+        frac = 1 - (1 - k / e) ** max(1, n_tokens)
+    return (dense + experts * frac) * bytes_per_param(model)
+
+
+def kv_element_bytes(model: ModelSpec, kv_dtype: str) -> float:
+    b = KV_ELEMENT_BYTES.get(kv_dtype, 2.0)
+    return (4.0 if model.dtype == "float32" else 2.0) if b is None else b
+
+
+def kv_bytes_per_seq(model: ModelSpec, kv_dtype: str, tokens: float) -> float:
+    """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP)."""
+    per_layer = (model.kv_lora_rank + (model.kv_rope_dim or 0)) if model.kv_lora_rank else \
+        2 * model.kv_heads * model.head_dim
+    elem = kv_element_bytes(model, kv_dtype)
+    full_layers = model.layers - model.sliding_layers
+    total = 0.0
+    if kv_dtype.startswith("turboquant") and not model.kv_lora_rank:
+        keep = min(TURBOQUANT_FULL_LAYERS, full_layers)
+        total += keep * per_layer * kv_element_bytes(model, "auto") * tokens
+        full_layers -= keep
+    total += full_layers * per_layer * elem * tokens
+    if model.sliding_layers and model.sliding_window:
+        total += model.sliding_layers * per_layer * elem * min(tokens, model.sliding_window)
+    return total
+
+
+def kv_replication(model: ModelSpec, tp: int) -> float:
+    """KV copies across TP ranks: MLA latents are replicated; KV heads split until there are fewer than TP."""
+    if model.kv_lora_rank:
+        return float(tp)
+    return max(1.0, tp / model.kv_heads)
+
+
+def _peak_flops(gpu: GPU, model: ModelSpec) -> float:
+    if model.weight_bits <= 8.5 and gpu.fp8_tflops:
+        return gpu.fp8_tflops * 1e12
+    return gpu.bf16_tflops * 1e12
+
+
+def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
+               overhead_ms: float | None = None) -> float:
+    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
+    m, gpu, p = setup.model, setup.gpu, setup.profile
+    n = batch * tokens_per_seq
+    mem_bytes = weight_bytes_read(m, n) + batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
+    attn_len = kv_len
+    if m.sliding_layers and m.sliding_window:
+        attn_len = (kv_len * (m.layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / m.layers
+    flops = 2 * m.active_b * 1e9 * n + 4 * m.layers * m.heads * m.head_dim * attn_len * n
+    t_mem = mem_bytes / setup.tp / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
+    t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * p.compute_efficiency)
+    t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
+    fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
+    comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
+    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm
+
+
+def prefill_ms(setup: Setup, context_len: int, kv_dtype: str) -> float:
+    """Time to first token for one request: a forward over the whole prompt."""
+    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype)
+
+
+def head_params(target: ModelSpec, method: str) -> float:
+    """Typical EAGLE/MTP head: one target-sized dense layer + an LM head over the whole vocabulary
+    (+ EAGLE-3's fc fusing three hidden states). Medusa: 5 heads of (h² ResBlock + LM head)."""
+    h = target.hidden
+    dense, _ = _expert_split(target)
+    layer = (dense - 2 * target.vocab * h) / target.layers if not target.is_moe else 12 * h * h
+    layer = max(layer, 12 * h * h * 0.5)
+    if method == "medusa":
+        return 5 * (h * h + target.vocab * h)
+    if method == "dflash":
+        return 5 * layer + target.vocab * h
+    extra = 3 * h * h if method == "eagle3" else 2 * h * h if method == "eagle" else 0
+    return layer + target.vocab * h + extra
+
+
+def _head_setup(setup: Setup, params: float) -> Setup:
+    t = setup.model
+    head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
+                                "experts_per_token": None, "sliding_layers": 0, "weight_bits": 16})
+    return Setup(head, setup.gpu, setup.tp, setup.profile)
+
+
+def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: float, kv_dtype: str) -> float:
+    """Cost of drafting γ tokens for a batch (one speculative step)."""
+    p = setup.profile
+    if draft.method in ("ngram", "suffix") or gamma == 0:
+        return p.ngram_step_ms if gamma else 0.0
+    if draft.method in ("eagle", "eagle3", "mtp"):
+        head = _head_setup(setup, draft.params_b * 1e9)
+        one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
+                         overhead_ms=p.draft_step_overhead_ms)
+        return gamma * one  # sequential: each draft token needs the previous one
+    if draft.method == "medusa":  # all heads in one pass
+        head = _head_setup(setup, draft.params_b * 1e9 * min(gamma, 5) / 5)
+        return forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=0, kv_dtype=kv_dtype,
+                          overhead_ms=p.draft_step_overhead_ms)
+    model = draft.model
+    if model is None:
+        raise ValueError(f"draft {draft.id} has no architecture")
+    dsetup = Setup(model, setup.gpu, setup.tp, p)
+    if draft.method == "dflash":  # one parallel block pass over γ positions
+        return forward_ms(dsetup, batch=batch, tokens_per_seq=gamma, kv_len=kv_len, kv_dtype=kv_dtype,
+                          overhead_ms=p.draft_step_overhead_ms)
+    one = forward_ms(dsetup, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
+                     overhead_ms=p.draft_step_overhead_ms)
+    return gamma * one
+
+
+def draft_prefill_ms(setup: Setup, draft: DraftSpec, context_len: int, kv_dtype: str) -> float:
+    if draft.method in ("ngram", "suffix", "none", "medusa"):
+        return 0.0
+    if draft.model is not None:
+        return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile), context_len, kv_dtype)
+    head = _head_setup(setup, draft.params_b * 1e9)
+    return forward_ms(head, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
+                      overhead_ms=setup.profile.draft_step_overhead_ms)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights_gib: float
+    draft_gib: float
+    kv_per_seq_gib: float
+    available_gib: float
+
+    def kv_gib(self, batch: int) -> float:
+        return batch * self.kv_per_seq_gib
+
+    def fits(self, batch: int) -> bool:
+        return self.weights_gib + self.draft_gib + self.kv_gib(batch) <= self.available_gib
+
+    def max_batch(self) -> int:
+        room = self.available_gib - self.weights_gib - self.draft_gib
+        return max(0, int(room / self.kv_per_seq_gib)) if self.kv_per_seq_gib > 0 else 0
+
+
+def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str) -> MemoryEstimate:
+    """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory."""
+    m, p = setup.model, setup.profile
+    weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
+    draft_gib, draft_kv = 0.0, 0.0
+    if draft is not None and draft.method not in ("ngram", "suffix", "none"):
+        if draft.model is not None:
+            draft_gib = draft.model.params_b * 1e9 * bytes_per_param(draft.model) / GIB
+            draft_kv = kv_bytes_per_seq(draft.model, kv_dtype, seq_tokens) * kv_replication(draft.model, setup.tp)
+        else:
+            draft_gib = draft.params_b * 1e9 * 2 / GIB
+            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0})
+            draft_kv = kv_bytes_per_seq(one_layer, kv_dtype, seq_tokens) * kv_replication(m, setup.tp)
+    kv = kv_bytes_per_seq(m, kv_dtype, seq_tokens) * kv_replication(m, setup.tp) + draft_kv
+    available = setup.tp * (setup.gpu.memory_gib * p.gpu_memory_utilization - p.runtime_reserve_gib)
+    return MemoryEstimate(weights, draft_gib, kv / GIB, available)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One row of the cost table."""
+
+    method: str
+    gamma: int
+    kv_dtype: str
+    draft: DraftSpec | None
+    tau: float
+    acceptance_rate: float
+    alpha0: float
+    prior_source: str
+    tpot_ms: float
+    baseline_tpot_ms: float
+    speedup: float
+    throughput_tok_s: float
+    baseline_throughput_tok_s: float
+    ttft_ms: float
+    baseline_ttft_ms: float
+    effective_batch: int
+    memory: MemoryEstimate
+    fits: bool
+
+
+def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | None, *, gamma: int, kv_dtype: str,
+             batch: int, context_len: int, output_len: int, verify_tokens: int | None = None) -> Evaluation:
+    """Predict one candidate. `verify_tokens` overrides γ+1 (tree drafts verify more tokens than their depth)."""
+    method = draft.method if draft else "none"
+    seq = context_len + output_len
+    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype)
+    eff = max(1, min(batch, mem.max_batch())) if mem.max_batch() >= 1 else 1
+    kv_len = context_len + output_len / 2
+    base = forward_ms(setup, batch=eff, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype)
+    base_ttft = prefill_ms(setup, context_len, kv_dtype)
+    if draft is None or gamma == 0 or prior is None:
+        tau, rate, alpha, step, ttft, src = 1.0, 0.0, 0.0, base, base_ttft, "no speculation"
+    else:
+        tau = prior.expected_tokens(gamma)
+        rate = prior.acceptance_rate(gamma)
+        alpha, src = prior.alpha0, prior.source
+        verify = forward_ms(setup, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
+                            kv_dtype=kv_dtype)
+        step = verify + draft_ms(setup, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=kv_dtype)
+        ttft = base_ttft + draft_prefill_ms(setup, draft, context_len, kv_dtype)
+    tpot = step / tau
+    return Evaluation(
+        method=method, gamma=gamma, kv_dtype=kv_dtype, draft=draft, tau=tau, acceptance_rate=rate, alpha0=alpha,
+        prior_source=src, tpot_ms=tpot, baseline_tpot_ms=base, speedup=base / tpot,
+        throughput_tok_s=eff * 1000 / tpot, baseline_throughput_tok_s=eff * 1000 / base, ttft_ms=ttft,
+        baseline_ttft_ms=base_ttft, effective_batch=eff, memory=mem, fits=mem.fits(batch),
+    )

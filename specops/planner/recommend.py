@@ -1,0 +1,350 @@
+"""`recommend`: inputs → candidates (method × γ × KV dtype) → cost table → choose → render.
+
+Every input is explicit (catalogs, priors, engine profile, tree, capability table); the defaults are
+the shipped playbooks. The decision tree narrows the candidates and is reported rule by rule; the
+performance model ranks what is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specops.engines.capabilities import CapabilityTable, default_table, format_version, parse_version
+from specops.errors import CapabilityError, FitError, InputError
+from specops.planner.calibration import Priors, default_priors
+from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
+from specops.planner.perfmodel import (
+    VLLM_PROFILE,
+    DraftSpec,
+    EngineProfile,
+    Evaluation,
+    Setup,
+    evaluate,
+    head_params,
+    memory_estimate,
+)
+from specops.planner.tree import Constraints, DecisionTree, Rule, evaluate_rule, load_tree
+from specops.planner.types import (
+    DRAFT_WEIGHT_METHODS,
+    GPU,
+    METHODS,
+    DecisionStep,
+    DraftRef,
+    ModelSpec,
+    RecommendRequest,
+)
+
+KV_ORDER = ("auto", "fp8", "turboquant_k8v4", "turboquant_4bit_nc")  # least to most compressed
+SCHEDULE_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+NEAR_TIE = 0.02
+
+
+@dataclass
+class Context:
+    """Everything the pipeline steps share for one request."""
+
+    request: RecommendRequest
+    model: ModelSpec
+    gpu: GPU
+    setup: Setup
+    priors: Priors
+    table: CapabilityTable
+    catalogs: Catalogs
+    constraints: Constraints = field(default_factory=Constraints)
+    drafts: dict[str, DraftSpec] = field(default_factory=dict)
+    kv_by_method: dict[str, str] = field(default_factory=dict)
+    kv_allowed: list[str] = field(default_factory=list)
+    schedule_supported: bool = True
+    warnings: list[str] = field(default_factory=list)
+    table_rows: list[Evaluation] = field(default_factory=list)
+    chosen: Evaluation | None = None
+    schedule: list[tuple[int, int, int]] | None = None
+
+    @property
+    def version(self):
+        return parse_version(self.request.vllm_version)
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def allowed(self, method: str) -> bool:
+        pinned = self.request.method
+        if pinned:
+            return method == pinned
+        return method not in self.constraints.forbidden
+
+
+def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile) -> tuple[ModelSpec, GPU, Setup]:
+    """Catalog lookups and the checks that make a request impossible (InputError/FitError)."""
+    gpu = catalogs.gpu(request.gpu)
+    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization)
+    parse_version(request.vllm_version)
+    if request.context_len > model.max_context:
+        raise InputError(f"--context-len {request.context_len} is over {model.id}'s limit of {model.max_context} tokens",
+                         f"use --context-len ≤ {model.max_context}")
+    if request.context_len + request.output_len > model.max_context:
+        raise InputError(f"context {request.context_len} + output {request.output_len} tokens is over {model.id}'s "
+                         f"limit of {model.max_context}", "shorten --context-len or --output-len")
+    setup = Setup(model, gpu, request.gpus, profile)
+    mem = memory_estimate(setup, None, seq_tokens=1, kv_dtype="auto")
+    if mem.weights_gib > mem.available_gib:
+        per_gpu = gpu.memory_gib * profile.gpu_memory_utilization - profile.runtime_reserve_gib
+        need = int(mem.weights_gib // per_gpu) + 1
+        quant = "" if request.quantization else " or --quantization fp8/awq"
+        raise FitError(f"{model.id} weights ({mem.weights_gib:.1f} GiB) cannot fit {request.gpus}× {gpu.name} "
+                       f"({mem.available_gib:.1f} GiB usable)", f"use --gpus {need} or more{quant}")
+    return model, gpu, setup
+
+
+# --- pipeline steps named by check rules ------------------------------------------------------------
+
+def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
+    v, vs = ctx.version, format_version(ctx.version)
+    removed = []
+    for m in METHODS:
+        if m == "none":
+            continue
+        ok, why = ctx.table.runnable_method(m, v)
+        if not ok and v >= (0, 8, 2):
+            if ctx.request.method == m:
+                row = ctx.table.lookup("method", m)
+                if row is not None and not row.present_in(v):
+                    ctx.table.require("method", m, v)
+                raise CapabilityError(f'method "{m}" is not runnable in vLLM {vs} ({why})',
+                                      "choose another --method or --vllm-version")
+            ctx.constraints.forbidden.setdefault(m, rule.id)
+            removed.append(m)
+    ctx.schedule_supported = ctx.table.has("field", "num_speculative_tokens_per_batch_size", v)
+    ctx.kv_allowed = [k for k in KV_ORDER if k == "auto" or ctx.table.has("kv_dtype", k, v)]
+    bugs = [b.name for b in ctx.table.bugs(v)]
+    for guard in rule.bug_guards:
+        if any(guard.bug in name for name in bugs):
+            ctx.constraints.forbidden_combos.append((guard.method, guard.kv_prefix, f"known bug {guard.bug} in {vs}"))
+    parts = [f"removed {', '.join(removed)}" if removed else "all methods available"]
+    parts.append("per-batch schedule available" if ctx.schedule_supported else "no per-batch schedule (from 0.24.0)")
+    parts.append("KV dtypes " + ", ".join(ctx.kv_allowed))
+    if ctx.constraints.forbidden_combos:
+        parts.append("; ".join(f"{m}+{k}* avoided ({why})" for m, k, why in ctx.constraints.forbidden_combos))
+    return DecisionStep(rule=rule.id, input=f"vllm_version={vs}", outcome="; ".join(parts))
+
+
+def _typical_draft(ctx: Context, method: str) -> DraftSpec:
+    model = ctx.model
+    if method in ("draft_model", "dflash"):
+        size = max(0.1, model.params_b / 16) if method == "draft_model" else head_params(model, method) / 1e9
+        arch = generic_model(f"<{method} draft for {model.id}>", size)
+        return DraftSpec(method, f"<{method} draft for {model.id}>", size, model=arch, typical=True)
+    gen = "3" if method == "eagle3" else None
+    return DraftSpec(method, f"<{method} draft for {model.id}>", head_params(model, method) / 1e9, gen, typical=True)
+
+
+def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
+    if ref.method in ("draft_model",):
+        arch = ctx.catalogs.catalog_model(ref.id)
+        if arch is None:
+            size = ref.params_b or max(0.1, ctx.model.params_b / 16)
+            arch = generic_model(ref.id, size)
+        return DraftSpec(ref.method, ref.id, arch.params_b, model=arch)
+    params = ref.params_b or head_params(ctx.model, ref.method) / 1e9
+    return DraftSpec(ref.method, ref.id, params, ref.generation)
+
+
+def check_drafts(ctx: Context, rule: Rule) -> DecisionStep:
+    req, found, missing = ctx.request, [], []
+    if req.draft:
+        ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
+        if req.method and req.method != ref.method and not (req.method == "dflash" and ref.method == "draft_model"):
+            raise InputError(f'--draft {req.draft} is a {ref.method} draft but --method is {req.method}',
+                             f"use --method {ref.method} or another draft")
+        method = req.method or ref.method
+        ctx.drafts[method] = _spec_from_ref(ctx, ref.model_copy(update={"method": method}))
+        for m in METHODS:  # a named draft pins its method
+            if m != method:
+                ctx.constraints.forbidden.setdefault(m, rule.id)
+        return DecisionStep(rule=rule.id, input=f"draft={req.draft}",
+                            outcome=f"using the given draft ({method}, {ctx.drafts[method].params_b:.2f}B)")
+    for ref in ctx.model.drafts:
+        if ref.method not in ctx.drafts:
+            ctx.drafts[ref.method] = _spec_from_ref(ctx, ref)
+            found.append(f"{ref.method}: {ref.id}")
+    if ctx.model.mtp_layers:
+        ctx.drafts["mtp"] = DraftSpec("mtp", None, head_params(ctx.model, "mtp") / 1e9)
+        found.append(f"mtp: {ctx.model.mtp_layers} native module(s)")
+    for m in ("ngram", "suffix"):
+        ctx.drafts[m] = DraftSpec(m, None, 0.0)
+    for m in (*DRAFT_WEIGHT_METHODS, "mtp"):
+        if m in ctx.drafts:
+            continue
+        if req.method == m:
+            ctx.drafts[m] = _typical_draft(ctx, m)
+            ctx.warn(f"no known {m} draft for {ctx.model.id}: predicted with a typical one "
+                     f"({ctx.drafts[m].params_b:.2f}B); replace the placeholder in vllm.argv with a real draft")
+        else:
+            ctx.constraints.forbidden.setdefault(m, rule.id)
+            missing.append(m)
+    outcome = ("known: " + "; ".join(found)) if found else "no trained drafts known"
+    if missing:
+        outcome += f"; not considered (no known draft): {', '.join(m for m in missing if m != 'mtp')}"
+        if "mtp" in missing:
+            outcome += "; mtp: the model ships no MTP heads"
+    return DecisionStep(rule=rule.id, input=f"model={ctx.model.id}", outcome=outcome)
+
+
+def _kv_for(ctx: Context, method: str) -> str:
+    req = ctx.request
+    draft = ctx.drafts.get(method) if method != "none" else None
+    options = [k for k in ctx.kv_allowed
+               if not any(method == m and k.startswith(p) for m, p, _ in ctx.constraints.forbidden_combos)]
+    options = options or ["auto"]
+    for k in options:
+        mem = memory_estimate(ctx.setup, draft, seq_tokens=req.context_len + req.output_len, kv_dtype=k)
+        if mem.fits(req.batch_size):
+            return k
+    return options[-1]
+
+
+def check_kv_cache(ctx: Context, rule: Rule) -> DecisionStep:
+    req = ctx.request
+    for m in [*ctx.drafts, "none"]:
+        ctx.kv_by_method[m] = _kv_for(ctx, m)
+    base = ctx.kv_by_method["none"]
+    mem = memory_estimate(ctx.setup, None, seq_tokens=req.context_len + req.output_len, kv_dtype="auto")
+    need = mem.weights_gib + mem.kv_gib(req.batch_size)
+    shown = f"batch={req.batch_size}, context={req.context_len}+{req.output_len}"
+    if base == "auto":
+        outcome = f"auto: weights + KV = {need:.1f} GiB of {mem.available_gib:.1f} GiB usable"
+    else:
+        fits = memory_estimate(ctx.setup, None, seq_tokens=req.context_len + req.output_len, kv_dtype=base)
+        verdict = "fits" if fits.fits(req.batch_size) else f"still does not fit (max batch {fits.max_batch()})"
+        outcome = (f"{base}: auto would need {need:.1f} GiB of {mem.available_gib:.1f} GiB; {base} {verdict}")
+    others = {m: k for m, k in ctx.kv_by_method.items() if k != base}
+    if others:
+        outcome += "; with draft weights: " + ", ".join(f"{m} {k}" for m, k in others.items())
+    return DecisionStep(rule=rule.id, input=shown, outcome=outcome)
+
+
+def _eval(ctx: Context, method: str, gamma: int, batch: int) -> Evaluation:
+    req = ctx.request
+    draft = ctx.drafts.get(method) if method != "none" else None
+    prior = None
+    if draft is not None:
+        prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
+                                  draft=draft.id)
+    return evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
+                    batch=batch, context_len=req.context_len, output_len=req.output_len)
+
+
+def _score(ctx: Context, e: Evaluation) -> float:
+    return e.throughput_tok_s if ctx.request.objective == "throughput" else e.speedup
+
+
+def _meets(ctx: Context, e: Evaluation) -> bool:
+    return ctx.request.tpot_ms is None or e.tpot_ms <= ctx.request.tpot_ms
+
+
+def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
+    feasible = [e for e in rows if _meets(ctx, e)] or rows
+    best = max(_score(ctx, e) for e in feasible)
+    near = [e for e in feasible if _score(ctx, e) >= best * (1 - NEAR_TIE)]
+    prefer = ctx.constraints.prefer
+
+    def rank(e: Evaluation) -> tuple:
+        order = prefer.index(e.method) if e.method in prefer else len(prefer)
+        return (-_score(ctx, e) if e.method == "none" else 0, order, e.gamma)
+
+    top = [e for e in near if e.method != "none"] or near
+    return min(top, key=rank)
+
+
+def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
+    req = ctx.request
+    gammas = [req.num_speculative_tokens] if req.num_speculative_tokens else \
+        list(range(1, ctx.constraints.max_gamma + 1))
+    rows = [_eval(ctx, "none", 0, req.batch_size)] if req.method in (None, "none") else []
+    for m in METHODS:
+        if m == "none" or m not in ctx.drafts or not ctx.allowed(m):
+            continue
+        for g in gammas:
+            rows.append(_eval(ctx, m, g, req.batch_size))
+    if not rows:
+        rows = [_eval(ctx, "none", 0, req.batch_size)]
+    ctx.table_rows = rows
+    chosen = _choose(ctx, rows) if not req.method else max(rows, key=lambda e: _score(ctx, e))
+    if not req.method and chosen.method != "none" and chosen.speedup < 1.0:
+        chosen = next(e for e in rows if e.method == "none")
+    ctx.chosen = chosen
+    if ctx.constraints.schedule and chosen.method != "none" and not req.num_speculative_tokens:
+        if ctx.schedule_supported:
+            _build_schedule(ctx)
+        else:
+            ctx.warn(f"vLLM {format_version(ctx.version)} has no per-batch-size γ schedule (from 0.24.0): "
+                     f"one γ={chosen.gamma} is used at every batch size")
+    n_methods = len({e.method for e in rows})
+    what = "no speculation" if chosen.method == "none" else f"{chosen.method} γ={chosen.gamma}"
+    outcome = (f"{what} with KV {chosen.kv_dtype}: predicted {chosen.speedup:.2f}x, TPOT {chosen.tpot_ms:.1f} ms "
+               f"(best of {len(rows)} candidates over {n_methods} methods)")
+    if req.tpot_ms is not None and not _meets(ctx, chosen):
+        ctx.warn(f"no candidate meets --tpot-ms {req.tpot_ms:g} (best {chosen.tpot_ms:.1f} ms)")
+    return DecisionStep(rule=rule.id, input=f"objective={req.objective}, batch={req.batch_size}", outcome=outcome)
+
+
+def _build_schedule(ctx: Context) -> None:
+    chosen, req = ctx.chosen, ctx.request
+    last = max(SCHEDULE_EDGES[-1], req.batch_size)
+    ranges, start = [], 1
+    for end in [*SCHEDULE_EDGES[1:-1], last]:
+        if end < start:
+            continue
+        ranges.append((start, end))
+        start = end + 1
+    schedule = []
+    for lo, hi in ranges:
+        if lo <= req.batch_size <= hi:
+            k = chosen.gamma
+        else:
+            evals = [_eval(ctx, chosen.method, g, hi) for g in range(1, ctx.constraints.max_gamma + 1)]
+            best = max(evals, key=lambda e: _score(ctx, e) if ctx.request.objective == "throughput" else e.speedup)
+            k = best.gamma if best.speedup >= 1.0 else 0
+        if schedule and schedule[-1][2] == k:
+            schedule[-1] = (schedule[-1][0], hi, k)
+        else:
+            schedule.append((lo, hi, k))
+    ctx.schedule = schedule
+
+
+CHECKS = {"vllm_capabilities": check_vllm_capabilities, "drafts": check_drafts, "kv_cache": check_kv_cache,
+          "cost_model": check_cost_model}
+
+
+def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
+    req = ctx.request
+    facts = {"params_b": ctx.model.params_b, "gpu_memory_gib": ctx.gpu.memory_gib, "gpus": req.gpus,
+             "tpot_ms": req.tpot_ms, "task": req.task, "context_len": req.context_len,
+             "temperature": req.temperature, "batch_size": req.batch_size, "has_mtp": bool(ctx.model.mtp_layers)}
+    steps = []
+    for rule in tree.rules:
+        step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
+        steps.append(step)
+    if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
+        ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
+                 "would not pick it")
+    if req.num_speculative_tokens and req.num_speculative_tokens > ctx.constraints.max_gamma:
+        ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
+                 "the temperature rule sets")
+    return steps
+
+
+def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, priors: Priors | None = None,
+              calibration: EngineProfile | None = None, tree: DecisionTree | None = None,
+              capabilities: CapabilityTable | None = None):
+    """The Plan for one request. Defaults: the shipped catalogs, published priors, vLLM profile, tree."""
+    from specops.planner.render import build_plan
+
+    catalogs = catalogs or load_catalogs()
+    priors = priors or default_priors()
+    profile = calibration or VLLM_PROFILE
+    model, gpu, setup = resolve(request, catalogs, profile)
+    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs)
+    steps = run_tree(ctx, tree or load_tree())
+    return build_plan(ctx, steps)

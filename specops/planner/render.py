@@ -1,0 +1,154 @@
+"""Render the chosen candidate: the Plan (prediction, memory, alternatives) and the exact vLLM launch.
+
+The argv comes from :func:`specops.engines.argv.render_argv` (console entrypoint) and
+:func:`speculative_config`, which check every flag and key against the chosen vLLM release.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from specops.engines.argv import LaunchConfig, render_argv, speculative_config
+from specops.planner.perfmodel import Evaluation
+from specops.planner.types import Alternative, DecisionStep, Memory, Plan, Predicted, VllmLaunch
+
+if TYPE_CHECKING:
+    from specops.engines.spec import DeploymentSpec
+    from specops.planner.recommend import Context
+
+# --quantization values vLLM applies on the fly to a 16-bit checkpoint; others need a pre-quantized one.
+ONLINE_QUANT = {"fp8": "fp8"}
+
+
+def _r(x: float, nd: int = 2) -> float:
+    return round(float(x), nd)
+
+
+def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | None, kv: str,
+                  schedule: list[tuple[int, int, int]] | None) -> LaunchConfig:
+    req, model = ctx.request, ctx.model
+    quant = ONLINE_QUANT.get(req.quantization or "") if model.weight_bits > 8.5 or req.quantization == "fp8" else None
+    return LaunchConfig(
+        vllm_version=req.vllm_version, model=model.id, method=method,
+        draft_model=draft_id if method not in ("none", "ngram", "suffix", "mtp") else None,
+        num_speculative_tokens=gamma if method != "none" else None,
+        num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=kv,
+        tensor_parallel_size=req.gpus, max_model_len=req.context_len + req.output_len,
+        quantization=quant,
+    )
+
+
+def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
+    best: dict[tuple[str, str], Evaluation] = {}
+    score = (lambda e: e.throughput_tok_s) if ctx.request.objective == "throughput" else (lambda e: e.speedup)
+    for e in ctx.table_rows:
+        key = (e.method, e.kv_dtype)
+        if e is chosen:
+            continue
+        if key not in best or score(e) > score(best[key]):
+            best[key] = e
+    rows = sorted(best.values(), key=score, reverse=True)[:6]
+    return [Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
+                        draft=e.draft.id if e.draft else None, speedup=_r(e.speedup), tpot_ms=_r(e.tpot_ms),
+                        throughput_tok_s=_r(e.throughput_tok_s, 1), fits=e.fits) for e in rows]
+
+
+def _warnings(ctx: Context, e: Evaluation) -> None:
+    req = ctx.request
+    if not e.fits:
+        ctx.warn(f"the KV cache for batch {req.batch_size} × {req.context_len + req.output_len} tokens does not fit "
+                 f"({e.memory.weights_gib + e.memory.draft_gib + e.memory.kv_gib(req.batch_size):.1f} GiB needed, "
+                 f"{e.memory.available_gib:.1f} GiB usable): at most {e.memory.max_batch()} requests run at once; "
+                 "predictions use that batch")
+    if e.method != "none" and e.kv_dtype.startswith("turboquant"):
+        ctx.warn("TurboQuant KV sends multi-token verification through its prefill path, which may cost part of "
+                 "the speculative gain: measure before relying on the prediction")
+    if e.method != "none" and (e.prior_source.startswith("default") or "borrowed" in e.prior_source):
+        ctx.warn(f"acceptance for {e.method} is not measured or published for this case ({e.prior_source}); "
+                 "measure it before relying on the prediction")
+    if req.quantization and e.method in ("eagle", "eagle3", "medusa"):
+        ctx.warn("the target is quantized but EAGLE/Medusa drafts are trained on the 16-bit target: acceptance can "
+                 "drop (vllm#36223); measure it")
+    if req.quantization and req.quantization not in ONLINE_QUANT:
+        ctx.warn(f"--quantization {req.quantization}: point --model at a pre-quantized checkpoint (vLLM reads its "
+                 "quantization_config); no --quantization flag is rendered")
+    if e.method == "suffix":
+        ctx.warn("suffix decoding needs `pip install arctic-inference==0.1.1` in the engine's environment")
+
+
+def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
+    req, e = ctx.request, ctx.chosen
+    assert e is not None
+    schedule = ctx.schedule
+    gamma = e.gamma if e.method != "none" else None
+    if schedule:
+        gamma = max(k for _, _, k in schedule)
+        if gamma == 0:
+            schedule = None
+    if e.method == "none":
+        gamma, schedule = None, None
+    method = e.method if gamma else "none"
+    draft_id = e.draft.id if (e.draft and method != "none") else None
+    _warnings(ctx, e)
+    cfg = launch_config(ctx, method, draft_id, gamma, e.kv_dtype, schedule)
+    argv = render_argv(cfg, entrypoint="console", table=ctx.table)
+    sc = speculative_config(cfg, ctx.table)
+    mem = e.memory
+    kv_gib = mem.kv_gib(req.batch_size)
+    predicted = Predicted(
+        acceptance_rate=_r(e.acceptance_rate, 3), alpha=_r(e.alpha0, 3), mean_acceptance_length=_r(e.tau),
+        speedup=_r(e.speedup), tpot_ms=_r(e.tpot_ms), baseline_tpot_ms=_r(e.baseline_tpot_ms),
+        throughput_tok_s=_r(e.throughput_tok_s, 1), baseline_throughput_tok_s=_r(e.baseline_throughput_tok_s, 1),
+        ttft_ms=_r(e.ttft_ms, 1), baseline_ttft_ms=_r(e.baseline_ttft_ms, 1), effective_batch=e.effective_batch,
+        num_speculative_tokens_at_batch=e.gamma if method != "none" else 0,
+        meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
+        acceptance_prior_source=e.prior_source,
+    )
+    memory = Memory(weights_gib=_r(mem.weights_gib), draft_gib=_r(mem.draft_gib), kv_cache_gib=_r(kv_gib),
+                    total_gib=_r(mem.weights_gib + mem.draft_gib + kv_gib), available_gib=_r(mem.available_gib),
+                    fits=e.fits, max_batch_that_fits=mem.max_batch())
+    return Plan(
+        model=ctx.model.id, gpu=ctx.gpu.name, gpus=req.gpus, method=method, draft=draft_id,
+        num_speculative_tokens=gamma, num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=e.kv_dtype,
+        tensor_parallel_size=req.gpus, predicted=predicted, memory=memory, decision_path=steps,
+        warnings=list(ctx.warnings), alternatives=_alternatives(ctx, e),
+        vllm=VllmLaunch(version=req.vllm_version, argv=argv, speculative_config=sc),
+    )
+
+
+def slug(text: str) -> str:
+    """A DNS-1123 label from a model id: 'meta-llama/Llama-3.1-8B-Instruct' -> 'llama-3-1-8b-instruct'."""
+    base = text.rstrip("/").split("/")[-1].lower()
+    s = re.sub(r"[^a-z0-9]+", "-", base).strip("-")[:63].strip("-")
+    return s or "deployment"
+
+
+def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
+    """The DeploymentSpec (YAML users keep in git) for a plan."""
+    from specops.engines.spec import DNS1123_LABEL, DeploymentSpec, EngineBlock, ModelRef, SpeculativeBlock
+    from specops.errors import InputError
+
+    if name is not None and not DNS1123_LABEL.match(name):
+        raise InputError(f'--name "{name}" is not a DNS-1123 label',
+                         'use lowercase letters, digits and "-", starting and ending with a letter or digit (≤ 63)')
+    sched = plan.num_speculative_tokens_per_batch_size
+    return DeploymentSpec(
+        name=name or slug(plan.model),
+        target=ModelRef(model=plan.model),
+        draft=ModelRef(model=plan.draft) if plan.draft else None,
+        speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
+                                     num_speculative_tokens_per_batch_size=sched),
+        engine=EngineBlock(vllm_version=plan.vllm.version, kv_cache_dtype=plan.kv_cache_dtype,
+                           tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
+                           quantization=_flag(plan.vllm.argv, "--quantization")),
+    )
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def _max_model_len(plan: Plan) -> int | None:
+    value = _flag(plan.vllm.argv, "--max-model-len")
+    return int(value) if value else None

@@ -1,0 +1,40 @@
+"""The human rendering of a Plan (rich); JSON/YAML come from the same model."""
+
+from __future__ import annotations
+
+from specops.planner.types import Plan
+
+
+def print_plan(plan: Plan) -> None:
+    import shlex
+
+    from rich.table import Table
+
+    from specops.cli.output import console
+
+    out = console()
+    p, m = plan.predicted, plan.memory
+    gamma = plan.num_speculative_tokens or "-"
+    out.print(f"[bold]{plan.model}[/] on {plan.gpus}× {plan.gpu}: [bold green]{plan.method}[/] γ={gamma}"
+              f" KV {plan.kv_cache_dtype}" + (f" draft {plan.draft}" if plan.draft else ""))
+    if plan.num_speculative_tokens_per_batch_size:
+        out.print("per-batch γ: " + ", ".join(f"{a}-{b}: {k}" for a, b, k in plan.num_speculative_tokens_per_batch_size))
+    out.print(f"predicted: {p.speedup:.2f}x, TPOT {p.tpot_ms:.1f} ms (baseline {p.baseline_tpot_ms:.1f}), "
+              f"{p.throughput_tok_s:.0f} tok/s, τ {p.mean_acceptance_length:.2f}, accepted/drafted "
+              f"{p.acceptance_rate:.2f}, TTFT {p.ttft_ms:.0f} ms (baseline {p.baseline_ttft_ms:.0f})")
+    out.print(f"acceptance prior: {p.acceptance_prior_source}")
+    out.print(f"memory: {m.total_gib:.1f} of {m.available_gib:.1f} GiB (weights {m.weights_gib:.1f}, draft "
+              f"{m.draft_gib:.2f}, KV {m.kv_cache_gib:.1f}); fits: {m.fits}, max batch {m.max_batch_that_fits}")
+    path = Table("rule", "input", "outcome", title="decision path")
+    for s in plan.decision_path:
+        path.add_row(s.rule, s.input, s.outcome)
+    out.print(path)
+    if plan.alternatives:
+        alt = Table("method", "γ", "KV", "speedup", "TPOT ms", "tok/s", title="alternatives")
+        for a in plan.alternatives:
+            alt.add_row(a.method, str(a.num_speculative_tokens or "-"), a.kv_cache_dtype, f"{a.speedup:.2f}",
+                        f"{a.tpot_ms:.1f}", f"{a.throughput_tok_s:.0f}")
+        out.print(alt)
+    for w in plan.warnings:
+        out.print(f"[yellow]warning:[/] {w}")
+    out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True)

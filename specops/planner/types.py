@@ -1,0 +1,214 @@
+"""The planner's vocabulary: catalog entries, the request, candidates and the plan.
+
+Every type is a pydantic model with ``extra="forbid"``; field descriptions feed ``--help`` and docs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Method = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none"]
+METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none")
+Task = Literal["code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic"]
+TASKS: tuple[str, ...] = ("code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic")
+Quantization = Literal["fp8", "int8", "awq", "gptq", "nvfp4"]
+QUANTIZATIONS: tuple[str, ...] = ("fp8", "int8", "awq", "gptq", "nvfp4")
+Objective = Literal["latency", "throughput"]
+# Methods whose draft is a separate set of weights (a head or a model), not the prompt or the target.
+DRAFT_WEIGHT_METHODS = ("eagle3", "eagle", "draft_model", "dflash", "medusa")
+SEPARATE_MODEL_METHODS = ("draft_model", "dflash")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GPU(_Strict):
+    """One accelerator from playbooks/catalogs/gpus.yaml."""
+
+    name: str = Field(description="Catalog name, e.g. H100 (SXM).")
+    aliases: list[str] = Field(default_factory=list, description="Other accepted spellings.")
+    memory_gib: float = Field(gt=0, description="On-board memory per GPU (GiB).")
+    bandwidth_gbs: float = Field(gt=0, description="Peak memory bandwidth (GB/s).")
+    bf16_tflops: float = Field(gt=0, description="Dense BF16 tensor TFLOP/s.")
+    fp8_tflops: float | None = Field(None, gt=0, description="Dense FP8 tensor TFLOP/s (null: no FP8).")
+    interconnect: Literal["nvlink", "pcie", "xgmi", "none"] = Field("pcie", description="GPU-to-GPU link.")
+    source: str = Field(description="Where the numbers come from.")
+
+
+class DraftRef(_Strict):
+    """A public draft trained for a target."""
+
+    id: str = Field(description="Hub id or folder of the draft.")
+    method: Literal["eagle3", "eagle", "draft_model", "dflash", "medusa"] = Field(description="vLLM method.")
+    generation: Literal["1", "2", "3", "3.1"] | None = Field(None, description="EAGLE generation.")
+    params_b: float | None = Field(None, gt=0, description="Draft size (billions); heads default to one layer + LM head.")
+    source: str = Field("", description="Where the draft is published.")
+
+
+class ModelSpec(_Strict):
+    """Architecture facts of a target (or draft) model."""
+
+    id: str = Field(description="Hub id or local path.")
+    names: list[str] = Field(default_factory=list, description="Short names accepted on the command line.")
+    params_b: float = Field(gt=0, description="Total parameters (billions).")
+    active_params_b: float | None = Field(None, gt=0, description="Parameters active per token (MoE).")
+    layers: int = Field(ge=1, description="Decoder layers.")
+    hidden: int = Field(ge=1, description="Hidden size.")
+    heads: int = Field(ge=1, description="Attention heads.")
+    kv_heads: int = Field(ge=1, description="Key/value heads.")
+    head_dim: int = Field(ge=1, description="Head dimension.")
+    vocab: int = Field(ge=1, description="Vocabulary size.")
+    max_context: int = Field(ge=1, description="Longest context the model supports.")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Checkpoint dtype.")
+    weight_bits: float = Field(16, gt=0, le=32, description="Bits per parameter as shipped.")
+    experts: int | None = Field(None, ge=1, description="Routed experts per MoE layer.")
+    experts_per_token: int | None = Field(None, ge=1, description="Experts each token activates.")
+    kv_lora_rank: int | None = Field(None, ge=1, description="MLA latent size (replaces K/V heads in the cache).")
+    kv_rope_dim: int | None = Field(None, ge=0, description="MLA rotary part cached beside the latent.")
+    sliding_window: int | None = Field(None, ge=1, description="Window of sliding-window layers.")
+    sliding_layers: int = Field(0, ge=0, description="How many layers use the sliding window.")
+    mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
+    drafts: list[DraftRef] = Field(default_factory=list, description="Public drafts for this target.")
+    quantization: str | None = Field(None, description="Quantization the weights are served with.")
+    source: str = Field("", description="Where the facts come from.")
+
+    @property
+    def active_b(self) -> float:
+        return self.active_params_b or self.params_b
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.experts and self.experts_per_token and self.active_params_b)
+
+
+class MeasuredAcceptance(_Strict):
+    """Measured per-position acceptance for one draft on one task (fed from the registry later)."""
+
+    draft: str = Field(description="Draft id the measurement belongs to ('*' = any draft of the method).")
+    method: str = Field(description="vLLM method the draft ran with.")
+    task: str = Field(description="Task label of the traffic.")
+    per_position: list[float] = Field(min_length=1, description="vLLM per-position rates p_i = accepted_per_pos[i] / drafts "
+                                      "(cumulative: P(first i+1 drafts accepted)).")
+    samples: int = Field(ge=1, description="Verify steps (drafts) behind the numbers.")
+
+    @model_validator(mode="after")
+    def _monotone(self) -> MeasuredAcceptance:
+        prev = 1.0
+        for p in self.per_position:
+            if not (0 <= p <= prev + 1e-9):
+                raise ValueError("per_position rates must fall from ≤1 and never rise (they are cumulative)")
+            prev = p
+        return self
+
+
+class RecommendRequest(_Strict):
+    """Inputs of one recommendation (the CLI flags, validated)."""
+
+    model: str = Field(description="Catalog name, hub id, or local Hugging Face folder.")
+    params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters (billions) for unknown models.")
+    quantization: Quantization | None = Field(None, description="Weight quantization: fp8, int8, awq, gptq, nvfp4.")
+    gpu: str = Field(description="GPU catalog name (H100, A100-80GB, L4, cpu, ...).")
+    gpus: int = Field(1, ge=1, le=64, description="GPUs (tensor parallel size).")
+    tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="Target time per output token (ms).")
+    task: Task = Field("chat", description="Workload task.")
+    context_len: int = Field(4096, ge=1, description="Prompt/context tokens per request.")
+    output_len: int = Field(256, ge=1, description="Generated tokens per request.")
+    temperature: float = Field(0.0, ge=0, le=5, allow_inf_nan=False, description="Sampling temperature.")
+    batch_size: int = Field(1, ge=1, le=65536, description="Concurrent requests (decode batch).")
+    vllm_version: str = Field("0.33.0", description="vLLM release to render for.")
+    objective: Objective = Field("latency", description="latency: per-request speedup; throughput: tokens/s meeting TPOT.")
+    method: Method | None = Field(None, description="Pin a method (what-if).")
+    num_speculative_tokens: int | None = Field(None, ge=1, le=16, description="Pin γ (1-16).")
+    draft: str | None = Field(None, description="Pin a draft (hub id or folder).")
+
+
+class DecisionStep(_Strict):
+    """One rule of the decision tree as applied to this request."""
+
+    rule: str = Field(description="Rule id from playbooks/decision-tree.yaml.")
+    input: str = Field(description="The input value(s) the rule looked at.")
+    outcome: str = Field(description="What the rule decided.")
+
+
+class Predicted(_Strict):
+    """Predicted performance of the chosen configuration."""
+
+    acceptance_rate: float = Field(description="vLLM's accepted/drafted (NOT the per-token α).")
+    alpha: float = Field(description="Per-token acceptance α at the first position (the model's prior).")
+    mean_acceptance_length: float = Field(description="τ: tokens per verify step incl. the bonus token.")
+    speedup: float = Field(description="Baseline TPOT / speculative TPOT at the request's batch.")
+    tpot_ms: float = Field(description="Predicted time per output token (ms).")
+    baseline_tpot_ms: float = Field(description="Same deployment without speculation (ms).")
+    throughput_tok_s: float = Field(description="Output tokens/s over the whole batch.")
+    baseline_throughput_tok_s: float = Field(description="Output tokens/s without speculation.")
+    ttft_ms: float = Field(description="Time to first token of one request incl. draft prefill (ms).")
+    baseline_ttft_ms: float = Field(description="Time to first token without speculation (ms).")
+    effective_batch: int = Field(description="Batch the prediction ran at (the request's, capped by memory).")
+    num_speculative_tokens_at_batch: int = Field(description="γ in effect at the request's batch (schedule applied).")
+    meets_tpot_target: bool | None = Field(None, description="Whether tpot_ms meets --tpot-ms (null: no target).")
+    acceptance_prior_source: str = Field(description="Where α came from: a published row, or 'measured: N samples'.")
+
+
+class Memory(_Strict):
+    """Memory of the chosen configuration, summed over the tensor-parallel GPUs (GiB)."""
+
+    weights_gib: float = Field(description="Target weights.")
+    draft_gib: float = Field(description="Draft weights (heads or model).")
+    kv_cache_gib: float = Field(description="KV cache for batch × (context + output).")
+    total_gib: float = Field(description="weights + draft + KV cache.")
+    available_gib: float = Field(description="Usable memory (gpu_memory_utilization × memory − runtime reserve).")
+    fits: bool = Field(description="Whether total ≤ available.")
+    max_batch_that_fits: int = Field(description="Largest batch whose KV cache fits beside the weights.")
+
+
+class Alternative(_Strict):
+    """Another candidate from the cost table."""
+
+    method: str
+    num_speculative_tokens: int | None
+    kv_cache_dtype: str
+    draft: str | None
+    speedup: float
+    tpot_ms: float
+    throughput_tok_s: float
+    fits: bool
+
+
+class VllmLaunch(_Strict):
+    """The exact vLLM launch for the chosen version."""
+
+    version: str = Field(description="vLLM release rendered for.")
+    argv: list[str] = Field(description="`vllm serve` argument list.")
+    speculative_config: dict | None = Field(description="The --speculative-config JSON as a dict.")
+
+
+class Plan(_Strict):
+    """The recommendation: chosen candidate, its prediction, the path that led there, and the launch."""
+
+    model: str
+    gpu: str
+    gpus: int
+    method: str
+    draft: str | None
+    num_speculative_tokens: int | None
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None
+    kv_cache_dtype: str
+    tensor_parallel_size: int
+    predicted: Predicted
+    memory: Memory
+    decision_path: list[DecisionStep]
+    warnings: list[str]
+    alternatives: list[Alternative]
+    vllm: VllmLaunch
+
+
+def finite(name: str, value: float | None) -> None:
+    """Raise InputError for NaN/inf (pydantic already refuses them on the request)."""
+    if value is not None and not math.isfinite(value):
+        from specops.errors import InputError
+
+        raise InputError(f"{name} must be a finite number, got {value}", f"give --{name.replace('_', '-')} a number")

@@ -1,0 +1,84 @@
+"""Acceptance priors from the published table: conversions, citations, leave-one-out, measured hook."""
+
+import pytest
+
+from specops.planner.calibration import (
+    AcceptancePrior,
+    calibrate,
+    expected_tokens,
+    load_published,
+    solve_alpha,
+)
+from specops.planner.types import MeasuredAcceptance
+
+
+def test_vllm_accepted_over_drafted_is_not_alpha():
+    # shared/reference: K=7, τ=3.53 -> r = 0.36 but α ≈ 0.74 (i.i.d.)
+    r = (3.53 - 1) / 7
+    alpha = solve_alpha(3.53, 7, 1.0)
+    assert r == pytest.approx(0.361, abs=0.002)
+    assert alpha == pytest.approx(0.745, abs=0.01)
+
+
+def test_expected_tokens_matches_leviathan_closed_form_without_decay():
+    a, g = 0.8, 5
+    assert expected_tokens(a, 1.0, g) == pytest.approx((1 - a ** (g + 1)) / (1 - a))
+
+
+def test_the_vllm_issue_row_is_converted_through_tau_not_taken_as_alpha():
+    row = next(r for r in load_published() if "26191" in r.source)
+    assert row.acceptance_rate == pytest.approx(0.362)
+    assert row.alpha0() > 0.7  # τ 3.53 at K=7 -> α0 ≈ 0.79 with EAGLE-3 decay, far above 0.362
+
+
+def test_leviathan_rows_are_taken_as_alpha():
+    row = next(r for r in load_published() if r.source.startswith("Leviathan") and r.temperature == 0)
+    assert row.alpha0() == row.acceptance_rate
+
+
+def test_priors_carry_the_citation_of_a_published_row():
+    priors = calibrate(load_published())
+    prior = priors.lookup("eagle3", task="chat")
+    assert prior.source.startswith("published: ")
+    assert "Table" in prior.source or "table" in prior.source or "issue" in prior.source
+
+
+def test_temperature_lowers_acceptance():
+    priors = calibrate(load_published())
+    assert priors.lookup("eagle3", task="chat", temperature=1.0).alpha0 < priors.lookup("eagle3", task="chat").alpha0
+    assert 0 < priors.temperature_lambda < 1
+
+
+def test_leaving_a_source_out_removes_its_rows():
+    rows = load_published()
+    source = next(r.source for r in rows if "26191" in r.source)
+    priors = calibrate(rows, exclude_source=source)
+    cites = [c for entries in priors.table.values() for _, c in entries]
+    assert not any("26191" in c for c in cites)
+
+
+def test_methods_without_rows_borrow_and_say_so():
+    priors = calibrate(load_published())
+    prior = priors.lookup("suffix", task="chat")
+    assert "borrowed from ngram" in prior.source
+
+
+def test_measured_acceptance_overrides_the_published_prior_and_reports_samples():
+    priors = calibrate(load_published()).with_measured(
+        MeasuredAcceptance(draft="d1", method="eagle3", task="chat", per_position=[0.8, 0.6, 0.45], samples=1200))
+    prior = priors.lookup("eagle3", task="chat", draft="d1")
+    assert prior.source == "measured: 1200 samples"
+    assert prior.expected_tokens(3) == pytest.approx(1 + 0.8 + 0.6 + 0.45)
+    assert len(prior.cumulative(5)) == 5  # extrapolated beyond the measured positions
+    other = priors.lookup("eagle3", task="chat", draft="d2")
+    assert other.source.startswith("published")
+
+
+def test_measured_rates_must_be_cumulative():
+    with pytest.raises(ValueError, match="cumulative"):
+        MeasuredAcceptance(draft="d", method="eagle3", task="chat", per_position=[0.5, 0.7], samples=10)
+
+
+def test_acceptance_rate_is_accepted_over_drafted():
+    prior = AcceptancePrior(alpha0=0.8, decay=1.0, source="x")
+    assert prior.acceptance_rate(4) == pytest.approx((prior.expected_tokens(4) - 1) / 4)
