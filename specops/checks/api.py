@@ -1,0 +1,169 @@
+"""What the CLI calls: ``validate`` (a checklist against a deployment), ``gate`` (a spec in CI),
+``report`` (HTML from the registry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specops.checks.evaluate import evaluate, plot_data, run_checklist
+from specops.checks.playbook import get_profile, load_checklist
+from specops.checks.sources import Sources, default_sources
+from specops.checks.thresholds import performance_floor, speedup_model
+from specops.checks.types import Check, CheckResult, Profile, ValidationReport
+
+
+def validate(checklist: str, deployment: str, *, profile: str = "gpu-default", prometheus_url: str | None = None,
+             baseline_endpoint: str | None = None, sources: Sources | None = None, record: bool = True,
+             registry=None) -> ValidationReport:
+    """Run one checklist against one registered deployment and record it as a validation run."""
+    cl = load_checklist(checklist)
+    prof = get_profile(profile)
+    src = sources or default_sources(deployment, prometheus_url=prometheus_url, baseline_endpoint=baseline_endpoint,
+                                     registry=registry)
+    report = run_checklist(cl, profile, prof, src)
+    if record and src.registry is not None:
+        report.recorded_run_id = record_run(src.registry, report, floors(prof, src)).id
+    return report
+
+
+def floors(profile: Profile, sources: Sources) -> dict[str, float | None]:
+    """The acceptance lines drawn on the report's plots."""
+    out: dict[str, float | None] = {"P50 floor": profile.acceptance_p50_min, "P5 floor": profile.acceptance_p5_min}
+    gamma = sources.deployment.get("num_speculative_tokens")
+    if gamma:
+        out["speedup<1 below"] = performance_floor(speedup_model(profile, sources.deployment, sources.registry)[0], int(gamma))
+    return out
+
+
+def record_run(reg, report: ValidationReport, floor_lines: dict | None = None):
+    summary = {"profile": report.profile, "exit_code": report.exit_code, "counts": report.counts(),
+               "results": [r.model_dump(mode="json") for r in report.results], "data": report.data,
+               "floors": floor_lines or {}}
+    return reg.record_validation_run(report.deployment, checklist=report.checklist, passed=report.passed,
+                                     findings=[r.to_finding() for r in report.results], summary=summary,
+                                     started_at=report.started_at, finished_at=report.finished_at)
+
+
+# --- gate ---------------------------------------------------------------------------------------------
+
+GATE_SOURCE = "issue 7 (specops gate)"
+
+
+def _gate_result(id_: str, description: str, kind: str, status: str, message: str, fix: str | None = None,
+                 evidence: dict | None = None) -> CheckResult:
+    return CheckResult(id=id_, description=description, kind=kind, severity="error", source=GATE_SOURCE,
+                       status=status, message=message, fix=fix, evidence=evidence or {})
+
+
+def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "gpu-default",
+         prometheus_url: str | None = None, baseline_endpoint: str | None = None, registry=None,
+         sources: Sources | None = None) -> list[ValidationReport]:
+    """Schema, capability and lineage checks of a deployment spec; with an endpoint, the deploy checklist."""
+    from datetime import datetime, timezone
+
+    from specops.engines.spec import load_spec
+    from specops.errors import SpecopsError
+
+    started = datetime.now(timezone.utc)
+    prof = get_profile(profile)
+    name = Path(spec_path).stem
+    results: list[CheckResult] = []
+    try:
+        spec = load_spec(spec_path)
+    except SpecopsError as exc:
+        results.append(_gate_result("gate.schema", "The spec file is valid YAML and matches the schema.", "config",
+                                    "fail", exc.message, exc.fix))
+        return [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
+                                 finished_at=datetime.now(timezone.utc), results=results)]
+    name = spec.name
+    results.append(_gate_result("gate.schema", "The spec file is valid YAML and matches the schema.", "config",
+                                "pass", f"{spec_path} is a valid deployment spec ({spec.name})"))
+    results.append(_capability(spec))
+    results.append(_spec_lineage(spec, registry))
+    reports = [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
+                                finished_at=datetime.now(timezone.utc), results=results)]
+    if endpoint or sources is not None:
+        src = sources or _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry)
+        reports.append(run_checklist(load_checklist("deploy"), profile, prof, src))
+    return reports
+
+
+def _capability(spec) -> CheckResult:
+    from specops.engines.argv import render_argv
+    from specops.errors import SpecopsError
+
+    desc = "The vLLM version named in the spec has every method, flag and KV dtype it uses."
+    try:
+        argv = render_argv(spec.launch_config(), entrypoint="console")
+    except SpecopsError as exc:
+        return _gate_result("gate.capability", desc, "config", "fail", exc.message, exc.fix)
+    return _gate_result("gate.capability", desc, "config", "pass",
+                        f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)", evidence={"argv": argv})
+
+
+def _spec_lineage(spec, registry) -> CheckResult:
+    from specops.errors import SpecopsError
+
+    desc = "The draft was trained against the target version the spec deploys."
+    method = spec.speculative.method.lower()
+    if spec.draft is None:
+        return _gate_result("gate.lineage", desc, "lineage", "pass", f"method {method} has no separate draft weights")
+    try:
+        reg = registry
+        if reg is None:
+            from specops.registry import open_registry
+
+            reg = open_registry()
+        t_ref = spec.target.ref or _ref_by_path(reg, spec.target.model, "target")
+        d_ref = spec.draft.ref or _ref_by_path(reg, spec.draft.model, "draft")
+        report = reg.check_lineage(t_ref, d_ref, vllm_version=spec.engine.vllm_version, method=method)
+    except SpecopsError as exc:
+        return _gate_result("gate.lineage", desc, "lineage", "error", f"could not evaluate: {exc.message}", exc.fix)
+    errors = [f for f in report.findings if f.severity == "error"]
+    if errors:
+        return _gate_result("gate.lineage", desc, "lineage", "fail",
+                            "; ".join(f"{f.code}: {f.message}" for f in errors), errors[0].fix,
+                            {"findings": [f.model_dump(mode="json") for f in report.findings]})
+    return _gate_result("gate.lineage", desc, "lineage", "pass", f"{report.draft} belongs to {report.target}")
+
+
+def _ref_by_path(reg, model: str, kind: str) -> str:
+    from specops.errors import NotFoundError
+
+    found = reg.find_by_path(str(Path(model).expanduser().resolve())) if Path(model).expanduser().exists() else None
+    if found is None:
+        raise NotFoundError(f"the registry does not know the {kind} {model}",
+                            f"set {kind}.ref: NAME@VERSION in the spec, or `specops lineage register-{kind} {model}`")
+    return f"{found.name}@{found.version}"
+
+
+def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -> Sources:
+    """Sources for the deploy checklist in a gate: the registered deployment if any, else the spec."""
+    from specops.checks.sources import endpoint_windows, http_complete, prometheus_windows
+    from specops.errors import NotFoundError
+    from specops.settings import setting
+
+    try:
+        src = default_sources(spec.name, prometheus_url=prometheus_url, baseline_endpoint=baseline_endpoint,
+                              registry=registry)
+        if endpoint:
+            src.deployment["endpoint"] = endpoint
+        return src
+    except NotFoundError:
+        pass
+    from specops.engines.argv import speculative_config
+
+    lc = spec.launch_config()
+    facts = {"name": spec.name, "endpoint": endpoint, "served_model_name": spec.served_name(),
+             "method": spec.speculative.method, "num_speculative_tokens": spec.speculative.num_speculative_tokens,
+             "vllm_version": spec.engine.vllm_version, "target_ref": spec.target.ref,
+             "draft_ref": spec.draft.ref if spec.draft else None, "speculative_config": speculative_config(lc),
+             "argv_redacted": []}
+    url = setting("prometheus_url", prometheus_url)
+    windows = (prometheus_windows(str(url), [spec.name, spec.served_name()]) if url
+               else endpoint_windows(endpoint, spec.served_name()))
+    return Sources(deployment=facts, windows=windows, registry=registry, baseline_endpoint=baseline_endpoint,
+                   complete=http_complete, bench_events=[])
+
+
+__all__ = ["validate", "gate", "record_run", "floors", "evaluate", "plot_data", "Check"]

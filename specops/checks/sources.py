@@ -1,0 +1,212 @@
+"""Where checks get their facts: live metric windows, the registry, the engines themselves.
+
+Everything is reached through :class:`Sources`, built once per run. Each source is a plain callable
+or object handed in, so tests pass real captured data (or a real registry file) without patching;
+:func:`default_sources` wires the real ones (Prometheus or ``/metrics``, the registry, HTTP
+completions). A source that cannot answer raises a :class:`~specops.errors.SpecopsError`: the check
+becomes ``error`` (exit 2), never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from specops.errors import InputError, MeasurementError
+
+Windows = Callable[[float, int], list]  # (window_s, count) -> list[specops.metrics.Measurement]
+Complete = Callable[[str, str | None, list[str], int, dict], list[dict]]
+
+
+@dataclass
+class Sources:
+    """The facts one validation run may use (all optional; a check that needs a missing one errors)."""
+
+    deployment: dict
+    windows: Windows | None = None
+    registry: Any = None
+    baseline_endpoint: str | None = None
+    complete: Complete | None = None
+    bench_events: list[dict] | None = None
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    _cache: dict = field(default_factory=dict)
+
+    def metric_windows(self, window_s: float, count: int) -> list:
+        key = ("windows", window_s, count)
+        if key not in self._cache:
+            if self.windows is None:
+                raise MeasurementError("no metrics source for this deployment (no Prometheus URL and no endpoint)",
+                                       "pass --prometheus-url (or set SPECOPS_PROMETHEUS_URL), or register the "
+                                       "deployment's endpoint")
+            self._cache[key] = self.windows(window_s, count)
+        return self._cache[key]
+
+    def need_registry(self):
+        if self.registry is None:
+            raise InputError("this check needs the registry", "run it with the registry available (--db)")
+        return self.registry
+
+
+def prometheus_windows(url: str | None, groups: list[str], *, end: Callable[[], datetime] | None = None) -> Windows:
+    """``count`` consecutive sub-windows of the last ``window_s`` seconds, from PromQL."""
+    from specops.metrics.prometheus import PrometheusReader
+
+    def windows(window_s: float, count: int) -> list:
+        reader = PrometheusReader.from_settings(url)
+        reader.ping()  # one clear "cannot reach Prometheus" before any window query
+        stop = end() if end else datetime.now(timezone.utc)
+        step = window_s / count
+        out = []
+        for i in range(count):
+            a = stop - timedelta(seconds=window_s - i * step)
+            try:
+                found = reader.measure(a, a + timedelta(seconds=step))
+            except MeasurementError as exc:
+                if "holds no vllm" in exc.message:
+                    continue  # no series in this sub-window: an empty window, not an outage
+                raise
+            for g in groups:
+                if g and g in found:
+                    out.append(found[g])
+                    break
+        return out
+    return windows
+
+
+def endpoint_windows(endpoint: str, served_name: str | None, sleep=time.sleep) -> Windows:
+    """Without Prometheus: scrape ``/metrics`` ``count + 1`` times over ``window_s`` seconds (live)."""
+    from specops.metrics import delta, pick_group, scrape
+
+    def windows(window_s: float, count: int) -> list:
+        snaps = [scrape(endpoint)]
+        group = pick_group(snaps[0], served_name)
+        for _ in range(count):
+            sleep(window_s / count)
+            snaps.append(scrape(endpoint))
+        return [delta(a, b, group) for a, b in zip(snaps, snaps[1:], strict=False)]
+    return windows
+
+
+def http_complete(endpoint: str, model: str | None, prompts: list[str], max_tokens: int,
+                  headers: dict) -> list[dict]:
+    """Greedy completions (temperature 0) with token ids where the server returns them."""
+    import httpx
+
+    from specops.metrics import base_url
+
+    url = base_url(endpoint)
+    out = []
+    with httpx.Client(timeout=600) as client:
+        if model is None:
+            model = _only_model(client, url, headers)
+        for p in prompts:
+            body = {"model": model, "prompt": p, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0,
+                    "logprobs": 1, "return_tokens_as_token_ids": True}
+            resp = _post(client, url + "/v1/completions", body, headers)
+            if resp.status_code == 400:  # an older server without token-id logprobs: compare text
+                body = {k: v for k, v in body.items() if k not in ("logprobs", "return_tokens_as_token_ids")}
+                resp = _post(client, url + "/v1/completions", body, headers)
+            if resp.status_code != 200:
+                raise MeasurementError(f"{url}/v1/completions answered HTTP {resp.status_code}",
+                                       "check the endpoint, the served model name and the API key")
+            choice = resp.json()["choices"][0]
+            tokens = (choice.get("logprobs") or {}).get("tokens")
+            out.append({"text": choice.get("text", ""), "tokens": tokens})
+    return out
+
+
+def _post(client, url: str, body: dict, headers: dict):
+    import httpx
+
+    try:
+        return client.post(url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__})",
+                               "check that the engine is running and the URL is right") from None
+
+
+def _only_model(client, url: str, headers: dict) -> str:
+    import httpx
+
+    try:
+        resp = client.get(url + "/v1/models", headers=headers)
+        models = [m["id"] for m in resp.json().get("data", [])]
+    except (httpx.HTTPError, ValueError, KeyError):
+        raise MeasurementError(f"cannot list models at {url}/v1/models",
+                               "check that the endpoint is an OpenAI-compatible vLLM server") from None
+    if len(models) != 1:
+        raise MeasurementError(f"{url} serves {len(models)} models", "register the deployment with --served-name")
+    return models[0]
+
+
+def deployment_facts(row: Any) -> dict:
+    """A registry deployment row as the plain dict checks read (γ and schedule from the argv too)."""
+    d = row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row)
+    sc = _speculative_config(d)
+    if sc:
+        d.setdefault("speculative_config", sc)
+        if not d.get("num_speculative_tokens") and sc.get("num_speculative_tokens"):
+            d["num_speculative_tokens"] = sc["num_speculative_tokens"]
+    return d
+
+
+def _speculative_config(d: dict) -> dict | None:
+    cfg = d.get("engine_config") or {}
+    for key in ("speculative_config", "speculative"):
+        if isinstance(cfg.get(key), dict):
+            return cfg[key]
+    argv = d.get("argv_redacted") or []
+    for i, a in enumerate(argv):
+        text = None
+        if a in ("--speculative-config", "-sc") and i + 1 < len(argv):
+            text = argv[i + 1]
+        elif a.startswith("--speculative-config="):
+            text = a.split("=", 1)[1]
+        if text:
+            try:
+                return json.loads(text)
+            except ValueError:
+                return None
+    return None
+
+
+def auth_headers(deployment: dict) -> dict:
+    import os
+
+    var = deployment.get("api_key_env")
+    if not var:
+        return {}
+    value = os.environ.get(var)
+    if not value:
+        raise InputError(f"environment variable {var} (the deployment's API key) is not set",
+                         f"export {var}=... before running")
+    return {"Authorization": f"Bearer {value}"}
+
+
+def bench_events(registry: Any, deployment: str) -> list[dict]:
+    """Stored ``bench`` events of a deployment (newest first), as plain dicts."""
+    return [e.model_dump(mode="json") for e in registry.events(subject=deployment, kind="bench", limit=50)]
+
+
+def default_sources(deployment: str, *, prometheus_url: str | None = None, baseline_endpoint: str | None = None,
+                    registry: Any = None) -> Sources:
+    """Real sources for a registered deployment."""
+    from specops.registry import open_registry
+    from specops.settings import setting
+
+    reg = registry or open_registry()
+    facts = deployment_facts(reg.get_deployment(deployment))
+    url = setting("prometheus_url", prometheus_url)
+    if url:
+        windows = prometheus_windows(str(url), [deployment, facts.get("served_model_name") or ""])
+    elif facts.get("endpoint"):
+        windows = endpoint_windows(facts["endpoint"], facts.get("served_model_name"))
+    else:
+        windows = None
+    baseline = baseline_endpoint or (facts.get("labels") or {}).get("baseline_endpoint")
+    return Sources(deployment=facts, windows=windows, registry=reg, baseline_endpoint=baseline,
+                   complete=http_complete)

@@ -1,0 +1,49 @@
+"""Thresholds mean the same at every γ; the hard floor comes from the performance model."""
+
+from __future__ import annotations
+
+import pytest
+
+from specops.checks.thresholds import expected_tokens, leviathan_speedup, percentile, performance_floor
+from specops.metrics import alpha_from_tau
+
+
+def test_a_healthy_eagle3_at_gamma_7_passes_the_seed_floor_on_alpha_not_on_rate():
+    # vLLM reference: K=7, τ=3.53 -> accepted/drafted 0.36 but α ≈ 0.74
+    rate = (3.53 - 1) / 7
+    alpha = alpha_from_tau(3.53, 7)
+    assert rate < 0.5 and alpha > 0.70
+
+
+@pytest.mark.parametrize("c, gamma", [(0.05, 3), (0.2, 3), (0.2, 5), (0.5, 2)])
+def test_performance_floor_is_where_predicted_speedup_crosses_one(c, gamma):
+    model = leviathan_speedup(c)
+    floor = performance_floor(model, gamma)
+    assert model(floor, gamma) == pytest.approx(1.0, abs=1e-4)
+    assert model(floor - 0.01, gamma) < 1.0 < model(floor + 0.01, gamma)
+
+
+def test_floor_rises_with_draft_cost_and_is_one_when_speculation_cannot_pay():
+    assert performance_floor(leviathan_speedup(0.05), 3) < performance_floor(leviathan_speedup(0.3), 3)
+    assert performance_floor(leviathan_speedup(2.0), 4) == 1.0  # E ≤ 5 < 4·2+1
+    assert performance_floor(lambda a, g: 1.5, 3) == 0.0
+
+
+def test_expected_tokens_and_percentiles():
+    assert expected_tokens(0.5, 3) == pytest.approx(1.875)
+    assert percentile([1, 2, 3, 4, 5], 50) == 3 and percentile([0.0, 1.0], 5) == pytest.approx(0.05)
+
+
+def test_gpu_profile_takes_the_floor_from_the_planners_performance_model():
+    from specops.checks.playbook import get_profile
+    from specops.checks.thresholds import speedup_model
+
+    gpu = get_profile("gpu-default")
+    model, where = speedup_model(gpu, {"method": "eagle3", "target_ref": "llama-3.1-8b@v1"})
+    assert where.startswith("planner performance model") and "H100" in where
+    floors = [performance_floor(model, g) for g in (1, 3, 7)]
+    assert 0 < floors[0] < floors[1] < floors[2] < 1  # longer chains need a better draft to pay
+    # a target the planner does not know, or a profile without a GPU: the documented fallback
+    assert speedup_model(gpu, {"method": "eagle3", "target_ref": "mystery@v1"})[1].startswith("Leviathan")
+    assert speedup_model(get_profile("cpu-tiny"), {"method": "draft_model", "target_ref": "llama-3.1-8b@v1"}
+                         )[1].startswith("Leviathan")
