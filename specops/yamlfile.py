@@ -99,7 +99,9 @@ def _read(path: str | Path) -> tuple[Any, dict[tuple, int]]:
 def validation_error_to_config_error(exc: Exception, model: type, lines: dict[tuple, int],
                                      source: str) -> ConfigFileError:
     """Turn a pydantic ValidationError into one ConfigFileError line (first error)."""
-    err = exc.errors()[0]  # type: ignore[attr-defined]
+    errors = exc.errors()  # type: ignore[attr-defined]
+    # an unknown key explains a "Field required" next to it (a misspelled key): report it first
+    err = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     loc = tuple(err.get("loc", ()))
     # pydantic puts model-validator errors at loc () and tagged unions add tag names; trim to real keys
     line = None

@@ -1,0 +1,211 @@
+"""The monitor control loop: fetch → detect → classify → act, once per cycle, never dying on
+transient errors.
+
+- The clock, the measurement source, the policy, the executor and the event sink are injected
+  (a ``FakeClock`` drives it in tests).
+- ``Monitor.run_cycle()`` returns a ``CycleReport``: what it saw, what it could not see and why,
+  findings, γ proposals and actions. A source raising ``Retry`` (or any unexpected exception) makes a
+  ``retry`` cycle; ``run()`` then backs off exponentially (capped) and tries again. ``Fatal`` stops the
+  loop with its reason.
+- The monitor's own metrics live in a dedicated ``CollectorRegistry`` (``MonitorMetrics``): cycle
+  duration, last good cycle time, deployments unseen, actions taken; ``serve_metrics`` exposes them.
+- ``monitor_once`` is one cycle for cron (after replaying stored history to warm the detectors).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.drift.detectors import BreakEven
+from specops.drift.gamma import GammaProposal, Predictor
+from specops.drift.observe import MeasurementSource, Observation, Unseen, as_observation
+from specops.drift.outcomes import Fatal, Retry
+from specops.drift.policy import ActionExecutor, ActionRecord, ActionRunner, EventSink, Policy
+from specops.drift.watch import DeploymentWatch, WatchTarget
+from specops.models import Finding
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+    def monotonic(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class MonitorMetrics:
+    """The monitor's own Prometheus metrics, in a dedicated registry (never the global one)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.cycle_seconds = Histogram("specops_monitor_cycle_duration_seconds", "Duration of one monitor cycle.",
+                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60), registry=self.registry)
+        self.last_good = Gauge("specops_monitor_last_good_cycle_timestamp_seconds",
+                               "When the last cycle that reached the source finished (epoch seconds).",
+                               registry=self.registry)
+        self.unseen = Gauge("specops_monitor_deployments_unseen", "Deployments the last cycle could not see.",
+                            registry=self.registry)
+        self.watched = Gauge("specops_monitor_deployments_watched", "Deployments watched.", registry=self.registry)
+        self.actions = Counter("specops_monitor_actions", "Actions decided, by action and outcome.",
+                               ["action", "outcome"], registry=self.registry)
+        self.cycles = Counter("specops_monitor_cycles", "Cycles, by outcome.", ["outcome"], registry=self.registry)
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+def serve_metrics(metrics: MonitorMetrics, port: int, addr: str = "127.0.0.1"):
+    """Serve ``/metrics`` for the monitor on a background thread; returns (server, thread)."""
+    from prometheus_client import start_http_server
+
+    return start_http_server(port, addr=addr, registry=metrics.registry)
+
+
+class CycleReport(BaseModel):
+    """What one cycle saw and did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: float = Field(description="Cycle start (epoch seconds).")
+    duration_s: float = Field(0.0, description="Cycle duration (monotonic clock).")
+    outcome: Literal["ok", "partial", "retry", "fatal"] = Field(
+        description="ok: saw everything; partial: some deployments unseen; retry: the source failed; fatal.")
+    seen: list[str] = Field(default_factory=list)
+    unseen: dict[str, str] = Field(default_factory=dict, description="Deployment -> why it was not seen.")
+    findings: list[Finding] = Field(default_factory=list)
+    proposals: list[GammaProposal] = Field(default_factory=list)
+    actions: list[ActionRecord] = Field(default_factory=list)
+    retry_in_s: float | None = Field(None, description="When the loop will try again after a failed cycle.")
+    error: str | None = Field(None, description="Why the cycle failed.")
+    queries: int | None = Field(None, description="Queries the source made, when it counts them.")
+
+    @property
+    def exit_code(self) -> int:
+        """For ``--once``: 0 when everything was seen, 2 otherwise."""
+        return 0 if self.outcome == "ok" else 2
+
+
+class Monitor:
+    def __init__(self, targets: Sequence[WatchTarget], source: MeasurementSource, policy: Policy,
+                 executor: ActionExecutor, clock: Clock, *, events: EventSink | None = None,
+                 predictor: Predictor | None = None, break_even: BreakEven | None = None,
+                 metrics: MonitorMetrics | None = None, interval_s: float = 60.0,
+                 backoff_base_s: float = 5.0, backoff_max_s: float = 300.0) -> None:
+        self.source, self.policy, self.clock = source, policy, clock
+        self.metrics = metrics or MonitorMetrics()
+        self.interval_s, self.backoff_base_s, self.backoff_max_s = interval_s, backoff_base_s, backoff_max_s
+        self.watches = {t.name: DeploymentWatch(t, policy.detection, policy.gamma, predictor, break_even, interval_s)
+                        for t in targets}
+        self.runner = ActionRunner(policy, executor, events, {t.name: t.restart_allowed for t in targets})
+        self.failures = 0
+        self.metrics.watched.set(len(self.watches))
+
+    def warm(self, history: Iterable[Observation]) -> None:
+        """Replay stored observations (oldest first) through the detectors, without acting."""
+        for obs in history:
+            w = self.watches.get(obs.deployment)
+            if w is not None:
+                w.update(obs)
+
+    def run_cycle(self) -> CycleReport:
+        t0, at = self.clock.monotonic(), self.clock.now()
+        names = list(self.watches)
+        try:
+            fetched = self.source.fetch(names)
+        except Fatal as exc:
+            return self._finish(CycleReport(at=at, outcome="fatal", error=exc.reason), t0)
+        except Retry as exc:
+            return self._failed(at, t0, exc.reason, exc.delay if exc.explicit else None)
+        except Exception as exc:  # a bug or an unexpected client error: transient until proven otherwise
+            return self._failed(at, t0, f"{exc.__class__.__name__}: {exc}", None)
+        self.failures = 0
+        report = CycleReport(at=at, outcome="ok", queries=getattr(self.source, "queries", None))
+        for name in names:
+            obs = as_observation(name, fetched.get(name))
+            if isinstance(obs, Unseen):
+                report.unseen[name] = obs.reason
+                findings = [Finding(code="DEPLOYMENT_UNSEEN", severity="warning",
+                                    message=f"{name}: not seen this cycle ({obs.reason})",
+                                    fix="check the engine and its metrics endpoint",
+                                    evidence={"deployment": name, "at": at})]
+            else:
+                report.seen.append(name)
+                try:
+                    findings, proposal = self.watches[name].update(obs)
+                except Exception as exc:  # never let one deployment stop the cycle
+                    report.unseen[name] = f"could not evaluate: {exc.__class__.__name__}: {exc}"
+                    continue
+                if proposal is not None:
+                    report.proposals.append(proposal)
+            report.findings += findings
+            report.actions += self._act(at, name, findings)
+        if report.unseen:
+            report.outcome = "partial"
+        return self._finish(report, t0)
+
+    def _act(self, at: float, name: str, findings: list[Finding]) -> list[ActionRecord]:
+        if not findings:
+            return []
+        records = self.runner.apply(at, name, findings)
+        for rec in records:
+            self.metrics.actions.labels(rec.action, rec.outcome).inc()
+            if rec.action == "restart_probe" and rec.outcome == "done":
+                self.watches[name].start_probe(at)
+        return records
+
+    def _failed(self, at: float, t0: float, reason: str, delay: float | None) -> CycleReport:
+        self.failures += 1
+        backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (self.failures - 1))
+        report = CycleReport(at=at, outcome="retry", error=reason, retry_in_s=delay if delay is not None else backoff,
+                             unseen={n: f"source failed: {reason}" for n in self.watches})
+        return self._finish(report, t0)
+
+    def _finish(self, report: CycleReport, t0: float) -> CycleReport:
+        report.duration_s = max(0.0, self.clock.monotonic() - t0)
+        m = self.metrics
+        m.cycle_seconds.observe(report.duration_s)
+        m.cycles.labels(report.outcome).inc()
+        m.unseen.set(len(report.unseen))
+        if report.outcome in ("ok", "partial"):
+            m.last_good.set(self.clock.now())
+        return report
+
+    def run(self, max_cycles: int | None = None, stop: Callable[[], bool] | None = None,
+            on_report: Callable[[CycleReport], None] | None = None) -> CycleReport | None:
+        """Loop until ``stop()``, ``max_cycles`` or a Fatal outcome; returns the last report."""
+        last, n = None, 0
+        while (max_cycles is None or n < max_cycles) and not (stop and stop()):
+            last = self.run_cycle()
+            n += 1
+            if on_report:
+                on_report(last)
+            if last.outcome == "fatal":
+                break
+            self.clock.sleep(last.retry_in_s if last.outcome == "retry" else self.interval_s)
+        return last
+
+
+def monitor_once(targets: Sequence[WatchTarget], source: MeasurementSource, policy: Policy,
+                 executor: ActionExecutor, clock: Clock, *, history: Iterable[Observation] = (),
+                 **kwargs) -> CycleReport:
+    """One cycle (cron / Kubernetes CronJob): warm the detectors from stored history, then run."""
+    mon = Monitor(targets, source, policy, executor, clock, **kwargs)
+    mon.warm(history)
+    return mon.run_cycle()

@@ -1,0 +1,145 @@
+"""What the drift monitor sees each cycle: one ``Observation`` per deployment, or ``Unseen``.
+
+An ``Observation`` is one window of spec-decode counters per task label (``""`` = all traffic) plus
+the gauges the classifier uses (KV usage, running requests, uptime) and, when known, the live
+target's fingerprint. It is deliberately small and cheap (1,000 deployments per cycle).
+
+``observation_from_measurement`` adapts the metrics layer's ``specops.metrics.types.Measurement``
+(one window of one group), so any source that yields Measurements plugs in unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
+
+from specops.metrics.derive import alpha_from_tau
+
+ALL = ""  # the label of "all traffic of the deployment"
+
+
+@dataclass(frozen=True)
+class LabelWindow:
+    """Spec-decode counter deltas of one task label over one window."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    accepted_per_pos: tuple[float, ...] = ()
+
+    @property
+    def k(self) -> int:
+        if self.accepted_per_pos:
+            return len(self.accepted_per_pos)
+        return max(1, round(self.draft_tokens / self.drafts)) if self.drafts > 0 else 1
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens > 0 else None
+
+    @property
+    def tau(self) -> float | None:
+        """Mean acceptance length τ = 1 + accepted / drafts (bonus token included)."""
+        return 1.0 + self.accepted / self.drafts if self.drafts > 0 else None
+
+    @cached_property
+    def alpha(self) -> float | None:
+        """Per-token α equivalent of τ at this window's K: comparable across γ changes."""
+        tau = self.tau
+        return None if tau is None else alpha_from_tau(tau, self.k)
+
+    @property
+    def position_rates(self) -> tuple[float, ...]:
+        """p_i = P(first i+1 drafts accepted)."""
+        if self.drafts <= 0:
+            return ()
+        return tuple(a / self.drafts for a in self.accepted_per_pos)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One window of one deployment, as the monitor consumes it."""
+
+    deployment: str
+    at: float  # window end, epoch seconds
+    window_s: float
+    labels: Mapping[str, LabelWindow]  # ALL ("") is always present when speculation is on
+    gamma: int | None = None
+    kv_usage: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    tpot_p50: float | None = None
+    uptime_s: float | None = None
+    target_fingerprint: str | None = None
+    counter_reset: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> LabelWindow | None:
+        return self.labels.get(ALL)
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """The source could not see this deployment this cycle, and why."""
+
+    reason: str
+
+
+class MeasurementSource(Protocol):
+    """Where observations come from (PromQL, direct scrapes, a simulation).
+
+    ``fetch`` must use a constant number of queries whatever the number of deployments, and return an
+    entry for every requested name. It may raise ``specops.drift.monitor.Retry`` (transient, e.g.
+    Prometheus unreachable) or ``Fatal``.
+    """
+
+    def fetch(self, deployments: Iterable[str]) -> dict[str, Any]:  # Observation | Measurement | Unseen
+        ...
+
+
+@dataclass
+class LabelledMeasurements:
+    """A Measurement per task label (``""`` = all traffic), as a source may return them."""
+
+    by_label: dict[str, Any] = field(default_factory=dict)
+
+
+def observation_from_measurement(m: Any, *, labels: Mapping[str, Any] | None = None,
+                                 uptime_s: float | None = None,
+                                 target_fingerprint: str | None = None) -> Observation | Unseen:
+    """Adapt ``specops.metrics.types.Measurement`` (and optional per-label Measurements)."""
+    if not m.speculation:
+        return Unseen("no vllm:spec_decode_* counters (speculation off, or stats disabled)")
+    wins = {ALL: _label_window(m)}
+    for name, lm in (labels or {}).items():
+        wins[name] = _label_window(lm)
+    return Observation(
+        deployment=m.deployment, at=m.window_end.timestamp(), window_s=m.seconds, labels=wins,
+        gamma=m.num_speculative_tokens, kv_usage=m.kv_cache_usage, running=m.requests_running,
+        waiting=m.requests_waiting, tpot_p50=m.tpot_p50, uptime_s=uptime_s,
+        target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes))
+
+
+def _label_window(m: Any) -> LabelWindow:
+    return LabelWindow(drafts=m.num_drafts or 0.0, draft_tokens=m.num_draft_tokens or 0.0,
+                       accepted=m.num_accepted_tokens or 0.0,
+                       accepted_per_pos=tuple(m.accepted_per_position))
+
+
+def as_observation(name: str, value: Any) -> Observation | Unseen:
+    """Normalise what a source returned for ``name``."""
+    if isinstance(value, (Observation, Unseen)):
+        return value
+    if value is None:
+        return Unseen("the source returned nothing for this deployment")
+    if isinstance(value, LabelledMeasurements):
+        total = value.by_label.get(ALL)
+        if total is None:
+            return Unseen("no all-traffic measurement")
+        return observation_from_measurement(total, labels={k: v for k, v in value.by_label.items() if k})
+    if hasattr(value, "num_drafts") and hasattr(value, "window_end"):
+        return observation_from_measurement(value)
+    return Unseen(f"the source returned an unexpected {type(value).__name__}")

@@ -1,0 +1,238 @@
+"""Per-deployment watch state: detectors per task label, history, restart probe, γ controller.
+
+``DeploymentWatch.update(observation)`` turns one window into findings (active alarms, the believed
+cause, recoveries) and possibly a γ proposal. The monitor calls ``start_probe`` after a restart probe
+action ran; the next ``probe_windows`` usable windows decide whether acceptance came back.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.drift.classify import Evidence, LabelDrop, ProbeResult, classify
+from specops.drift.detectors import (
+    Baseline,
+    BreakEven,
+    ChangeDetector,
+    DetectionConfig,
+    FloorDetector,
+    LabelDetectors,
+    sampling_error,
+)
+from specops.drift.gamma import GammaController, GammaPolicy, GammaProposal, Predictor, single
+from specops.drift.observe import ALL, Observation
+from specops.models import Finding
+
+
+class WatchTarget(BaseModel):
+    """What the monitor knows about one deployment (from the registry and the validation profile)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Deployment name (the specops_deployment label).")
+    gamma: int = Field(3, ge=0, description="Current num_speculative_tokens.")
+    schedule: list[tuple[int, int, int]] | None = Field(None, description="Current per-batch schedule, if any.")
+    baseline: Baseline | None = Field(None, description="Recorded baseline (None: change detection off).")
+    alpha_floor: float | None = Field(None, ge=0, le=1, description="Per-token acceptance floor (profile).")
+    break_even_alpha: float | None = Field(None, ge=0, le=1,
+                                           description="α below which speculation is slower (performance model).")
+    trained_against: str | None = Field(None, description="Target fingerprint the draft was trained against.")
+    restart_allowed: bool = Field(False, description="Whether a restart probe may run on this deployment.")
+
+
+@dataclass
+class _Probe:
+    at: float
+    before: float
+    after: list[float] = field(default_factory=list)
+
+
+class DeploymentWatch:
+    probe_windows = 5
+    recent_windows = 5
+    probe_memory_s = 6 * 3600.0
+
+    def __init__(self, target: WatchTarget, detection: DetectionConfig, gamma_policy: GammaPolicy,
+                 predictor: Predictor | None, break_even: BreakEven | None = None,
+                 window_s: float = 60.0) -> None:
+        self.target, self.cfg = target, detection
+        self.break_even = target.break_even_alpha if target.break_even_alpha is not None else break_even
+        self.labels: dict[str, LabelDetectors] = {}
+        self.recent: dict[str, deque[float]] = {}
+        self.history: deque[tuple[float, float, float, float | None]] = deque(maxlen=2880)  # at, uptime, α, kv
+        self.last_restart_at: float | None = None
+        self.probe: _Probe | None = None
+        self.probe_result: ProbeResult | None = None
+        self.live_fingerprint: str | None = None
+        self.gamma: GammaController | None = None
+        if predictor is not None and gamma_policy.mode != "off" and target.gamma > 0:
+            current = tuple(tuple(r) for r in target.schedule) if target.schedule else single(target.gamma)
+            self.gamma = GammaController(target.name, gamma_policy, predictor, current, window_s)  # type: ignore[arg-type]
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def _detectors(self, label: str) -> LabelDetectors:
+        det = self.labels.get(label)
+        if det is None:
+            base = self.target.baseline.labels.get(label) if self.target.baseline else None
+            det = LabelDetectors(change=ChangeDetector(self.cfg, base) if base else None,
+                                 floor=FloorDetector(self.cfg), break_even=FloorDetector(self.cfg))
+            self.labels[label] = det
+        return det
+
+    def _break_even(self, obs: Observation) -> float | None:
+        if self.break_even is None:
+            return None
+        if callable(self.break_even):
+            return self.break_even(obs.gamma or self.target.gamma, obs.running or 1.0)
+        return float(self.break_even)
+
+    def start_probe(self, at: float) -> None:
+        total = self.recent.get(ALL)
+        if total:
+            self.probe = _Probe(at=at, before=sum(total) / len(total))
+
+    # -- one window -----------------------------------------------------------------------------
+    def update(self, obs: Observation) -> tuple[list[Finding], GammaProposal | None]:
+        if obs.target_fingerprint:
+            self.live_fingerprint = obs.target_fingerprint
+        if obs.uptime_s is not None:
+            self.last_restart_at = obs.at - obs.uptime_s
+        elif obs.counter_reset:
+            self.last_restart_at = obs.at
+        findings: list[Finding] = []
+        be = self._break_even(obs)
+        for label, w in obs.labels.items():
+            if w.drafts < self.cfg.min_drafts or w.alpha is None:
+                continue
+            a = w.alpha
+            det = self._detectors(label)
+            det.last_alpha, det.last_at = a, obs.at
+            self.recent.setdefault(label, deque(maxlen=self.recent_windows)).append(a)
+            if label == ALL:
+                self.history.append((obs.at, obs.uptime_s or 0.0, a, obs.kv_usage))
+                findings += self._probe_step(obs, a)
+            if det.change:
+                st = det.change.update(obs.at, a, sampling_error(w))
+                if st.cleared_now:
+                    findings.append(self._recovered(label, det))
+            if self.target.alpha_floor is not None:
+                det.floor.update(obs.at, a, self.target.alpha_floor)
+            if be is not None:
+                det.break_even.update(obs.at, a, be)
+        findings += self._alarm_findings(be)
+        proposal = self.gamma.step(obs) if self.gamma else None
+        if proposal is not None:
+            findings.append(Finding(
+                code="GAMMA_CHANGE_PROPOSED", severity="info",
+                message=f"{self.target.name}: predicted speedup {proposal.score_current:.3f} -> "
+                        f"{proposal.score_proposed:.3f} with schedule {proposal.proposed} (γ {proposal.gamma} now)",
+                fix="apply the schedule (policy gamma.mode: apply does it) or keep the current one",
+                evidence=proposal.model_dump()))
+        return findings, proposal
+
+    def _probe_step(self, obs: Observation, alpha: float) -> list[Finding]:
+        if self.probe_result and obs.at - self.probe_result.at > self.probe_memory_s:
+            self.probe_result = None
+        p = self.probe
+        if p is None or obs.at <= p.at:
+            return []
+        p.after.append(alpha)
+        if len(p.after) < self.probe_windows:
+            return []
+        base = self._baseline_mean(ALL)
+        self.probe_result = ProbeResult(at=obs.at, before=p.before, after=sum(p.after) / len(p.after),
+                                        baseline=base if base is not None else p.before)
+        self.probe = None
+        for det in self.labels.values():
+            if det.change:
+                det.change.reset()
+        finding = classify(self._evidence())
+        return [finding] if finding.code == "ENGINE_STATE_DECAY" else []
+
+    def _baseline_mean(self, label: str) -> float | None:
+        b = self.target.baseline.labels.get(label) if self.target.baseline else None
+        return b.mean if b else None
+
+    def _recovered(self, label: str, det: LabelDetectors) -> Finding:
+        return Finding(code="ACCEPTANCE_RECOVERED", severity="info",
+                       message=f"{self.target.name}{_lab(label)}: acceptance is back near its baseline "
+                               f"(α {det.last_alpha:.3f})",
+                       evidence={"deployment": self.target.name, "label": label or "all",
+                                 "alpha": round(det.last_alpha or 0.0, 4)})
+
+    def episode_since(self) -> float | None:
+        starts = [s.since for d in self.labels.values() for s in (d.floor.state, d.break_even.state)
+                  + ((d.change.state,) if d.change else ()) if s.active and s.since is not None]
+        return min(starts) if starts else None
+
+    def _alarm_findings(self, be: float | None) -> list[Finding]:
+        out: list[Finding] = []
+        name = self.target.name
+        for label, det in sorted(self.labels.items()):
+            recent = self.recent.get(label)
+            cur = sum(recent) / len(recent) if recent else None
+            ev = {"deployment": name, "label": label or "all", "alpha_recent": _r(cur)}
+            if det.change and det.change.state.active:
+                b = det.change.baseline
+                out.append(Finding(
+                    code="ACCEPTANCE_DROP", severity="warning",
+                    message=f"{name}{_lab(label)}: per-token acceptance fell from its baseline "
+                            f"{b.mean:.3f} to {cur:.3f} (CUSUM {det.change.s:.1f} >= {self.cfg.cusum_h})",
+                    fix="see the believed cause below; run `specops runbook run acceptance-drop`",
+                    evidence={**ev, "baseline": _r(b.mean), "baseline_std": _r(b.std), "cusum": _r(det.change.s),
+                              "since": det.change.state.since}))
+            if det.floor.state.active:
+                out.append(Finding(
+                    code="ACCEPTANCE_BELOW_FLOOR", severity="warning",
+                    message=f"{name}{_lab(label)}: per-token acceptance {cur:.3f} below the floor "
+                            f"{self.target.alpha_floor:.3f} for {self.cfg.floor_windows}+ windows",
+                    fix="see the believed cause; lower γ or retrain the draft",
+                    evidence={**ev, "floor": self.target.alpha_floor, "since": det.floor.state.since}))
+            if det.break_even.state.active:
+                out.append(Finding(
+                    code="BELOW_BREAK_EVEN", severity="error",
+                    message=f"{name}{_lab(label)}: per-token acceptance {cur:.3f} is below break-even "
+                            f"{be:.3f}: speculation makes this deployment slower",
+                    fix="disable speculation (policy action disable_speculation) until the cause is fixed",
+                    evidence={**ev, "break_even": _r(be), "since": det.break_even.state.since}))
+        mismatch = (self.target.trained_against and self.live_fingerprint
+                    and self.target.trained_against != self.live_fingerprint)
+        if (out and self.probe is None) or mismatch:
+            cause = classify(self._evidence())
+            if not out and cause.code == "CHANGED_MODEL":
+                cause = cause.model_copy(update={"severity": "warning", "message": cause.message
+                                                 + " (acceptance has not dropped yet)"})
+            if self.probe is None or cause.code == "CHANGED_MODEL":
+                out.append(cause)
+        return out
+
+    def _evidence(self) -> Evidence:
+        drops = {}
+        for label, det in self.labels.items():
+            recent = self.recent.get(label)
+            if not det.change or not recent:
+                continue
+            b = det.change.baseline
+            cur = sum(recent) / len(recent)
+            drops[label] = LabelDrop(label=label, baseline=b.mean, recent=cur,
+                                     sigmas=(b.mean - cur) / max(b.std, self.cfg.min_sigma),
+                                     alarmed=det.change.state.active or det.floor.state.active)
+        since = self.episode_since()
+        start = self.last_restart_at or 0.0
+        pre = [(up, a, kv) for at, up, a, kv in self.history
+               if at >= start and (since is None or at < since)]
+        kvs = [kv for _, _, _, kv in list(self.history)[-self.recent_windows:] if kv is not None]
+        return Evidence(deployment=self.target.name, drops=drops, trained_against=self.target.trained_against,
+                        live_fingerprint=self.live_fingerprint, pre_alarm=pre,
+                        kv_recent=sum(kvs) / len(kvs) if kvs else None, probe=self.probe_result)
+
+
+def _lab(label: str) -> str:
+    return f" [{label}]" if label else ""
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
