@@ -1,0 +1,245 @@
+"""Export, import and prune.
+
+Export is a JSON document without database ids (rows refer to each other by NAME@VERSION and
+deployment name), in insertion order, so export -> import into an empty registry -> export gives the
+same bytes. The event log travels only with ``with_events=True``. Import runs in one transaction:
+anything already present (a NAME@VERSION, a deployment name) or invalid aborts it with nothing written.
+
+Prune (retention) downsamples old raw measurements into hourly aggregates, older ones into daily
+aggregates, and deletes measurements beyond a horizon. ``apply=False`` (the default) only reports.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import delete, insert
+from sqlmodel import Session, select
+
+from specops.errors import ConfigFileError, InputError
+from specops.registry.fleet import FleetMixin, aggregate
+from specops.registry.migrations import MIGRATIONS
+from specops.registry.schema import (
+    Deployment,
+    DeploymentCreate,
+    Draft,
+    DraftCreate,
+    Event,
+    EventCreate,
+    Measurement,
+    MeasurementCreate,
+    RetrainJob,
+    RetrainJobCreate,
+    Target,
+    TargetCreate,
+    ValidationRun,
+    ValidationRunCreate,
+    to_utc,
+    utcnow,
+)
+
+FORMAT = "specops-registry"
+FORMAT_VERSION = 1
+
+
+class PruneReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = Field(description="True: nothing was changed.")
+    now: datetime
+    deleted: int = Field(description="Measurements beyond the horizon (deleted).")
+    to_hourly: int = Field(description="Raw measurements folded into hourly aggregates.")
+    hourly_rows: int = Field(description="Hourly aggregate rows they become.")
+    to_daily: int = Field(description="Raw/hourly measurements folded into daily aggregates.")
+    daily_rows: int = Field(description="Daily aggregate rows they become.")
+    remaining: int = Field(description="Measurements after pruning.")
+
+
+def _dump(row, drop: set[str]) -> dict:
+    return json.loads(row.model_copy().model_dump_json(exclude=drop))
+
+
+class TransferMixin(FleetMixin):
+    def export_data(self, *, with_events: bool = False) -> dict:
+        def work(s: Session) -> dict:
+            targets = s.exec(select(Target).order_by(Target.id)).all()
+            tref = {t.id: f"{t.name}@{t.version}" for t in targets}
+            deps = s.exec(select(Deployment).order_by(Deployment.id)).all()
+            dname = {d.id: d.name for d in deps}
+            doc: dict = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema": [m.name for m in MIGRATIONS]}
+            doc["targets"] = [_dump(t, {"id"}) for t in targets]
+            doc["drafts"] = [{**_dump(d, {"id", "target_id"}), "target": tref[d.target_id]}
+                             for d in s.exec(select(Draft).order_by(Draft.id)).all()]
+            doc["deployments"] = [_dump(d, {"id"}) for d in deps]
+            doc["measurements"] = [{**_dump(m, {"id", "deployment_id"}), "deployment": dname[m.deployment_id]}
+                                   for m in s.exec(select(Measurement).order_by(Measurement.id)).all()]
+            doc["validation_runs"] = [{**_dump(v, {"id", "deployment_id"}), "deployment": dname[v.deployment_id]}
+                                      for v in s.exec(select(ValidationRun).order_by(ValidationRun.id)).all()]
+            doc["retrain_jobs"] = [{**_dump(j, {"id", "deployment_id", "active_key"}),
+                                    "deployment": dname[j.deployment_id]}
+                                   for j in s.exec(select(RetrainJob).order_by(RetrainJob.id)).all()]
+            if with_events:
+                doc["events"] = [_dump(e, {"id"}) for e in s.exec(select(Event).order_by(Event.id)).all()]
+            return doc
+        return self._tx(work, write=False)
+
+    def import_data(self, doc: dict, *, source: str = "import") -> dict[str, int]:
+        """Load an export into this registry in one transaction. Returns counts per kind."""
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise InputError(f"{source} is not a specops registry export", "create one with `specops lineage export`")
+        if doc.get("format_version") != FORMAT_VERSION:
+            raise InputError(f"{source} has export format {doc.get('format_version')}, this specops reads "
+                             f"{FORMAT_VERSION}", "export it again with this specops version")
+
+        def work(s: Session) -> dict[str, int]:
+            counts: dict[str, int] = {}
+            tids = _insert_models(s, Target, TargetCreate, doc.get("targets", []), source, "target", {})
+            _insert_models(s, Draft, DraftCreate, doc.get("drafts", []), source, "draft", tids)
+            dids: dict[str, int] = {}
+            for i, item in enumerate(doc.get("deployments", [])):
+                if s.exec(select(Deployment.id).where(Deployment.name == item.get("name"))).first():
+                    raise InputError(f"{source}: deployment {item.get('name')} is already in the registry",
+                                     "import into an empty registry (--db URL)")
+                row = Deployment(**_checked(DeploymentCreate, item, source, f"deployments[{i}]",
+                                            keep=("created_at", "updated_at")))
+                s.add(row)
+                s.flush()
+                dids[row.name] = row.id
+            for key, table, create in (("measurements", Measurement, MeasurementCreate),
+                                       ("validation_runs", ValidationRun, ValidationRunCreate),
+                                       ("retrain_jobs", RetrainJob, RetrainJobCreate)):
+                rows = []
+                for i, item in enumerate(doc.get(key, [])):
+                    item = dict(item)
+                    dep = item.pop("deployment", None)
+                    if dep not in dids:
+                        raise InputError(f"{source}: {key}[{i}] names deployment {dep}, which is not in the file",
+                                         "export the whole registry again")
+                    item["deployment_id"] = dids[dep]
+                    if key == "retrain_jobs" and item.get("status") == "running":
+                        item["active_key"] = dids[dep]
+                    rows.append(_checked(create, item, source, f"{key}[{i}]"))
+                if rows:
+                    s.exec(insert(table), params=rows)
+                counts[key] = len(rows)
+            events = [_checked(EventCreate, e, source, f"events[{i}]") for i, e in enumerate(doc.get("events", []))]
+            if events:
+                s.exec(insert(Event), params=events)
+            counts.update(targets=len(tids), drafts=len(doc.get("drafts", [])), deployments=len(dids),
+                          events=len(events))
+            return counts
+        return self._tx(work)
+
+    def prune(self, *, now: datetime | None = None, raw_for: timedelta = timedelta(days=7),
+              hourly_for: timedelta = timedelta(days=30), horizon: timedelta = timedelta(days=365),
+              apply: bool = False) -> PruneReport:
+        now = to_utc(now) or utcnow()
+        if not (raw_for <= hourly_for <= horizon):
+            raise InputError("retention periods must grow: raw <= hourly <= horizon", "e.g. --raw 7d --hourly 30d "
+                             "--horizon 365d")
+
+        def work(s: Session) -> PruneReport:
+            cut_h, cut_d, cut_x = now - raw_for, now - hourly_for, now - horizon
+            deleted = len(s.exec(select(Measurement.id).where(Measurement.window_end < cut_x)).all())
+            if apply:
+                s.exec(delete(Measurement).where(Measurement.window_end < cut_x))
+            old = s.exec(select(Measurement).where(Measurement.window_end >= cut_x, Measurement.window_end < cut_h)
+                         .order_by(Measurement.id)).all()
+            daily = [m for m in old if m.window_end < cut_d and m.granularity != "daily"]
+            hourly = [m for m in old if m.window_end >= cut_d and m.granularity == "raw"]
+            daily_groups, hourly_groups = _group(daily, "day"), _group(hourly, "hour")
+            if apply:
+                for groups, gran in ((hourly_groups, "hourly"), (daily_groups, "daily")):
+                    for rows in groups.values():
+                        for m in rows:
+                            s.delete(m)
+                        s.add(_fold(rows, gran))
+                s.flush()
+            remaining = len(s.exec(select(Measurement.id)).all())
+            if not apply:
+                remaining -= deleted + len(daily) + len(hourly) - len(daily_groups) - len(hourly_groups)
+            return PruneReport(dry_run=not apply, now=now, deleted=deleted, to_hourly=len(hourly),
+                               hourly_rows=len(hourly_groups), to_daily=len(daily), daily_rows=len(daily_groups),
+                               remaining=remaining)
+        return self._tx(work, write=apply)
+
+
+def _checked(create_cls, item: dict, source: str, where: str, keep: tuple[str, ...] = ()) -> dict:
+    item = dict(item)
+    extra = {k: item.pop(k) for k in keep if k in item}
+    try:
+        data = create_cls.model_validate(item).model_dump()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"{source}: {where}.{loc}: {err['msg']}", "fix the file or export it again") from exc
+    for k, v in extra.items():
+        extra[k] = to_utc(v)
+    return {**data, **extra}
+
+
+def _insert_models(s: Session, table, create_cls, items: list[dict], source: str, kind: str,
+                   target_ids: dict[str, int]) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for i, item in enumerate(items):
+        item = dict(item)
+        ref = f"{item.get('name')}@{item.get('version')}"
+        if s.exec(select(table.id).where(table.name == item.get("name"), table.version == item.get("version"))).first():
+            raise InputError(f"{source}: {kind} {ref} is already in the registry",
+                             "import into an empty registry (--db URL)")
+        if kind == "draft":
+            tref = item.pop("target", None)
+            if tref not in target_ids:
+                raise InputError(f"{source}: draft {ref} names target {tref}, which is not in the file",
+                                 "export the whole registry again")
+            item["target_id"] = target_ids[tref]
+        row = table(**_checked(create_cls, item, source, f"{kind}s[{i}]", keep=("created_at",)))
+        s.add(row)
+        s.flush()
+        ids[ref] = row.id
+    return ids
+
+
+def _group(rows: list[Measurement], unit: str) -> dict[tuple, list[Measurement]]:
+    groups: dict[tuple, list[Measurement]] = {}
+    for m in rows:
+        key_t = m.window_end.replace(minute=0, second=0, microsecond=0)
+        if unit == "day":
+            key_t = key_t.replace(hour=0)
+        groups.setdefault((m.deployment_id, m.task, m.source, key_t), []).append(m)
+    return groups
+
+
+def _fold(rows: list[Measurement], granularity: str) -> Measurement:
+    nd = sum(m.num_drafts for m in rows)
+    ndt = sum(m.num_draft_tokens for m in rows)
+    na = sum(m.num_accepted_tokens for m in rows)
+    rate, tau = aggregate(nd, ndt, na)
+    per_pos = None
+    lengths = {len(m.per_position) for m in rows if m.per_position}
+    if len(lengths) == 1 and nd and all(m.per_position for m in rows):
+        k = lengths.pop()
+        per_pos = [sum(m.per_position[i] * m.num_drafts for m in rows) / nd for i in range(k)]
+    first = rows[0]
+    n_rows = sum((m.extra or {}).get("aggregated_rows", 1) for m in rows)
+    return Measurement(deployment_id=first.deployment_id, window_start=min(m.window_start for m in rows),
+                       window_end=max(m.window_end for m in rows), acceptance_rate=rate, mean_acceptance_length=tau,
+                       per_position=per_pos, num_drafts=nd, num_draft_tokens=ndt, num_accepted_tokens=na,
+                       task=first.task, source=first.source, granularity=granularity,
+                       extra={"aggregated_rows": n_rows})
+
+
+def load_export(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"export file {p} does not exist", "give the file written by `specops lineage export --file`")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(f"not valid JSON ({exc.msg})", "give a file written by `specops lineage export`",
+                              path=str(p), line=exc.lineno) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {p}: {exc}", "make it a readable UTF-8 JSON file") from exc
