@@ -41,6 +41,8 @@ def recommend_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
                                "YAML for `specops deploy`)."),
     name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
+    calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
+                                    "(default: the newest one for this model on this hardware)."),
 ) -> None:
     from specops.cli.output import check_format, emit
     from specops.planner.api import build_request, recommend_with_defaults
@@ -51,7 +53,7 @@ def recommend_command(
                             temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                             objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
                             draft=draft)
-    plan = recommend_with_defaults(request)
+    plan = recommend_with_defaults(request, calibration=calibration)
     if fmt == "deployment":
         from specops.engines.spec import dump_spec
         from specops.planner.render import to_deployment

@@ -43,7 +43,61 @@ def build_request(**values: Any) -> RecommendRequest:
         raise InputError(f"{flag} {got}: {msg}", f"give {flag} a valid value (see `specops recommend --help`)") from None
 
 
-def recommend_with_defaults(request: RecommendRequest) -> Plan:
+def recommend_with_defaults(request: RecommendRequest, calibration: str | None = None,
+                            use_registry: bool = True) -> Plan:
+    """recommend() with what this installation has learned.
+
+    - Measured acceptance from the registry (stored by ``specops bench``/``validate``) becomes the
+      prior for that draft × task (only when a registry already exists; nothing is created).
+    - A calibration from ``specops tune``: the one named, else the newest whose model matches the
+      request (and only on the hardware it was measured on, i.e. ``--gpu cpu`` for CPU runs).
+    The plan's ``learned_from`` says which were used and how many samples stand behind them.
+    """
+    from specops.planner.calibration import default_priors
     from specops.planner.recommend import recommend
 
-    return recommend(request)
+    priors = default_priors()
+    notes: list[str] = []
+    if use_registry:
+        measured = _registry_priors()
+        if measured:
+            priors = priors.with_measured(*measured)
+            notes.append(f"registry: {len(measured)} measured acceptance prior(s), "
+                         f"{sum(m.samples for m in measured)} verify steps")
+    profile = None
+    cal = _calibration_for(request, calibration)
+    if cal is not None:
+        from specops.tune.calibration import to_planner
+
+        profile, cal_measured = to_planner(cal, request.task)
+        priors = priors.with_measured(*cal_measured)
+        notes.append(f"calibration {cal.name}: {cal.samples} measured points on {cal.hardware} "
+                     f"(vLLM {cal.engine_version}, workload {cal.workload})")
+    plan = recommend(request, priors=priors, calibration=profile)
+    plan.learned_from = notes
+    return plan
+
+
+def _registry_priors() -> list:
+    from specops.settings import database_url
+
+    url = database_url()
+    if url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        if not Path(url[len("sqlite:///"):]).is_file():
+            return []
+    from specops.checks.priors import measured_priors
+    from specops.registry import open_registry
+
+    return measured_priors(open_registry(url), draft_key="source")
+
+
+def _calibration_for(request: RecommendRequest, name: str | None):
+    from specops.tune.calibration import load_calibration, newest_calibration
+
+    if name:
+        return load_calibration(name)
+    if str(request.gpu).lower() != "cpu":  # calibrations measured here are CPU runs
+        return None
+    return newest_calibration(model=request.model)

@@ -23,6 +23,8 @@ def print_plan(plan: Plan) -> None:
               f"{p.throughput_tok_s:.0f} tok/s, τ {p.mean_acceptance_length:.2f}, accepted/drafted "
               f"{p.acceptance_rate:.2f}, TTFT {p.ttft_ms:.0f} ms (baseline {p.baseline_ttft_ms:.0f})")
     out.print(f"acceptance prior: {p.acceptance_prior_source}")
+    for note in plan.learned_from:
+        out.print(f"learned from {note}")
     out.print(f"memory: {m.total_gib:.1f} of {m.available_gib:.1f} GiB (weights {m.weights_gib:.1f}, draft "
               f"{m.draft_gib:.2f}, KV {m.kv_cache_gib:.1f}); fits: {m.fits}, max batch {m.max_batch_that_fits}")
     path = Table("rule", "input", "outcome", title="decision path")

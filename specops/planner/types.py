@@ -204,6 +204,7 @@ class Plan(_Strict):
     warnings: list[str]
     alternatives: list[Alternative]
     vllm: VllmLaunch
+    learned_from: list[str] = Field(default_factory=list, description="Measured priors / calibration used.")
 
 
 def finite(name: str, value: float | None) -> None:
