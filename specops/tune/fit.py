@@ -27,7 +27,12 @@ from collections import defaultdict
 
 from specops.errors import InputError
 from specops.tune.types import (
-    Acceptance, Coefficients, EngineConfig, PointResult, PredictedPoint, Sample,
+    Acceptance,
+    Coefficients,
+    EngineConfig,
+    PointResult,
+    PredictedPoint,
+    Sample,
 )
 
 PROMPT_METHODS = ("ngram", "suffix")
@@ -152,7 +157,7 @@ def _normal_equations(rows: list[list[float]], ys: list[float]) -> list[float]:
     """(AᵀA + εI) x = Aᵀy by Gauss–Jordan; ε keeps rank-deficient fits finite (near min-norm)."""
     n = len(rows[0])
     ata = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    aty = [sum(r[i] * y for r, y in zip(rows, ys)) for i in range(n)]
+    aty = [sum(r[i] * y for r, y in zip(rows, ys, strict=False)) for i in range(n)]
     eps = 1e-12 * max(1e-12, sum(ata[i][i] for i in range(n)))
     m = [ata[i][:] + [aty[i]] for i in range(n)]
     for i in range(n):
@@ -165,7 +170,7 @@ def _normal_equations(rows: list[list[float]], ys: list[float]) -> list[float]:
         for r in range(n):
             if r != c:
                 k = m[r][c] / m[c][c]
-                m[r] = [a - k * b for a, b in zip(m[r], m[c])]
+                m[r] = [a - k * b for a, b in zip(m[r], m[c], strict=False)]
     return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]
 
 
@@ -201,7 +206,7 @@ def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | N
         ys.append(1.0)
     x = nonnegative_lstsq(rows, ys)
     coef = Coefficients(overhead_ms=x[0], per_seq_ms=x[1], per_token_ms=x[2])
-    for (kind, m), value in zip(cols[3:], x[3:]):
+    for (kind, m), value in zip(cols[3:], x[3:], strict=False):
         {"draft_seq": coef.draft_ms_per_seq, "draft_tok": coef.draft_ms_per_token,
          "draft_tok_seq": coef.draft_ms_per_token_seq}[kind][m] = value
     by_b: dict[int, list[float]] = defaultdict(list)

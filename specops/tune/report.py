@@ -10,7 +10,13 @@ from collections import defaultdict
 from specops.errors import InputError
 from specops.tune.fit import fit_acceptance, fit_coefficients, predict
 from specops.tune.types import (
-    Calibration, EngineConfig, Figure, Pick, PointResult, ReportRow, TuneReport,
+    Calibration,
+    EngineConfig,
+    Figure,
+    Pick,
+    PointResult,
+    ReportRow,
+    TuneReport,
 )
 
 WITHIN = 0.95  # the pick is good when its measured median is ≥ 95% of the best's ...

@@ -9,7 +9,12 @@ import pytest
 
 from specops.errors import InputError
 from specops.tune.fit import (
-    _normal_equations, fit_acceptance, fit_coefficients, nonnegative_lstsq, predict, tau_of,
+    _normal_equations,
+    fit_acceptance,
+    fit_coefficients,
+    nonnegative_lstsq,
+    predict,
+    tau_of,
 )
 from specops.tune.types import EngineConfig, GridPoint, PointResult
 from tests.tune.fakes import CUM, FRACTION, TRUE, synthetic_sample, true_step_ms, true_tau
