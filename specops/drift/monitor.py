@@ -95,6 +95,7 @@ class CycleReport(BaseModel):
     retry_in_s: float | None = Field(None, description="When the loop will try again after a failed cycle.")
     error: str | None = Field(None, description="Why the cycle failed.")
     queries: int | None = Field(None, description="Queries the source made, when it counts them.")
+    notes: list[str] = Field(default_factory=list, description="Other things worth saying (baselines recorded).")
 
     @property
     def exit_code(self) -> int:

@@ -144,6 +144,8 @@ class ActionRecord(BaseModel):
     reason: str = Field(description="The finding's message.")
     outcome: Literal["done", "dry-run", "retry", "failed", "refused"]
     detail: str = ""
+    episode: float | str | None = Field(None, description="The finding episode (its `since`) the action belongs to.")
+    retry_in_s: float | None = Field(None, description="For a retry: seconds until the next attempt.")
 
 
 def post_webhook(url: str, payload: dict, timeout: float = 5.0) -> None:
@@ -221,7 +223,8 @@ class ActionRunner:
         episode = f.evidence.get("since") or f.evidence.get("at") or f.message
         if not self._due(key, episode, now, spec.cooldown_minutes * 60):
             return None
-        rec = dict(at=now, deployment=deployment, action=spec.kind, finding=f.code, rule=rule.name, reason=f.message)
+        rec = dict(at=now, deployment=deployment, action=spec.kind, finding=f.code, rule=rule.name, reason=f.message,
+                   episode=episode if isinstance(episode, (int, float, str)) else str(episode))
         if spec.kind == "restart_probe" and not self.restart_allowed.get(deployment, False):
             self.ledger[key] = (episode, now, 0.0)
             return self._record(ActionRecord(**rec, outcome="refused",
@@ -233,7 +236,8 @@ class ActionRunner:
             self._execute(deployment, f, spec)
         except Retry as exc:
             self.ledger[key] = (episode, now, now + exc.delay)
-            return self._record(ActionRecord(**rec, outcome="retry", detail=f"{exc.reason}; retry in {exc.delay:.0f}s"))
+            return self._record(ActionRecord(**rec, outcome="retry", retry_in_s=exc.delay,
+                                             detail=f"{exc.reason}; retry in {exc.delay:.0f}s"))
         except Fatal as exc:
             self.ledger[key] = (episode, now, 0.0)
             return self._record(ActionRecord(**rec, outcome="failed", detail=exc.reason))
@@ -255,5 +259,5 @@ class ActionRunner:
             ex.open_retraining(deployment, f.message)
 
     def _record(self, rec: ActionRecord) -> ActionRecord:
-        self.events.record(rec.deployment, f"monitor.{rec.action}", rec.reason, rec.model_dump())
+        self.events.record(rec.deployment, f"monitor.{rec.action}", rec.reason, rec.model_dump(mode="json"))
         return rec

@@ -1,19 +1,29 @@
-"""Measurement sources for the monitor built on the metrics layer.
+"""Measurement sources for the monitor, built on the metrics layer.
 
-``PrometheusSource`` wraps ``specops.metrics.prometheus.PrometheusReader`` (a constant number of
-PromQL queries per cycle, grouped by ``specops_deployment`` else ``model_name``). A reader failure
-(``MeasurementError``: unreachable, refused, no series at all) becomes ``Retry`` so the loop backs
-off; a deployment without series in the window becomes ``Unseen`` with the reason.
+- ``PrometheusSource`` wraps ``specops.metrics.prometheus.PrometheusReader`` (a constant number of
+  PromQL queries per cycle, grouped by ``specops_deployment`` else ``model_name``). A reader failure
+  (``MeasurementError``: unreachable, refused, no series at all) becomes ``Retry`` so the loop backs
+  off; a deployment without series in the window becomes ``Unseen`` with the reason.
+- ``MetricsSource`` is what ``specops monitor`` uses for registered deployments: one Prometheus read
+  for every deployment Prometheus knows (by ``specops_deployment``, else the served model name), and
+  a direct ``/metrics`` scrape of the others that have an endpoint (concurrently; the delta against
+  the previous scrape, kept in memory and in ``$SPECOPS_HOME/monitor/scrapes.json`` so that a cron
+  ``--once`` run continues where the last one stopped; the first scrape of an engine measures since
+  it started). Each observation carries the live target fingerprint and the engine's uptime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from specops.drift.observe import Observation, Unseen, observation_from_measurement
 from specops.drift.outcomes import Retry
-from specops.errors import MeasurementError
+from specops.errors import MeasurementError, SpecopsError
 
 
 class PrometheusSource:
@@ -38,3 +48,142 @@ class PrometheusSource:
             else:
                 out[name] = observation_from_measurement(m)
         return out
+
+
+def _count_queries(reader) -> int:
+    from specops.metrics.prometheus import QUERIES
+
+    return getattr(reader, "queries_per_measure", len(QUERIES))
+
+
+class MetricsSource:
+    """Registered deployments through Prometheus where it has them, direct ``/metrics`` otherwise.
+
+    ``deployments``: name -> registry row (``DeploymentPublic``); ``reader``: a ``PrometheusReader``
+    or None; ``fingerprint``: row -> (live target fingerprint, where from); ``uptime``: row ->
+    seconds or None. ``queries`` counts PromQL queries, ``scrapes`` direct scrapes.
+    """
+
+    def __init__(self, deployments: dict, clock, *, reader=None, window_s: float = 60.0,
+                 fingerprint: Callable | None = None, uptime: Callable | None = None,
+                 state_path: Path | None = None, save_state: bool = True, scrape: Callable | None = None,
+                 max_workers: int = 8) -> None:
+        from specops.metrics.scrape import scrape as real_scrape
+
+        self.deployments, self.clock, self.reader, self.window_s = deployments, clock, reader, window_s
+        self.fingerprint = fingerprint or (lambda dep: (dep.target_fingerprint, "recorded at deploy"))
+        self.uptime = uptime or local_uptime
+        self.state_path, self.scrape, self.max_workers = state_path, scrape or real_scrape, max_workers
+        self.save_state = save_state
+        self.queries = self.scrapes = 0
+        self.last: dict[str, dict] = self._load_state()
+        self.last_measurements: dict = {}
+
+    # --- state of direct scrapes -------------------------------------------------------------------
+    def _load_state(self) -> dict[str, dict]:
+        if not self.state_path or not self.state_path.is_file():
+            return {}
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state(self) -> None:
+        if not self.state_path or not self.save_state:
+            return
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.last))
+        os.replace(tmp, self.state_path)
+
+    # --- one cycle -----------------------------------------------------------------------------------
+    def fetch(self, deployments: Iterable[str]) -> dict[str, Observation | Unseen]:
+        names = list(deployments)
+        end = datetime.fromtimestamp(self.clock.now(), tz=timezone.utc)
+        found, prom_error = self._prometheus(end)
+        out: dict[str, Observation | Unseen] = {}
+        direct = []
+        for name in names:
+            dep = self.deployments.get(name)
+            m = _pick(found, name, dep)
+            if m is not None:
+                out[name] = self._observe(dep, m)
+            elif dep is not None and dep.endpoint:
+                direct.append(dep)
+            elif dep is None:
+                out[name] = Unseen("not a registered deployment")
+            else:
+                why = f"Prometheus: {prom_error}" if prom_error else "Prometheus has no vllm:* series for it"
+                out[name] = Unseen(f"{why}; no endpoint recorded to scrape directly" if self.reader
+                                   else "no endpoint recorded and no Prometheus configured")
+        out.update(self._direct(direct))
+        if names and prom_error and not direct and all(isinstance(v, Unseen) for v in out.values()):
+            raise Retry(None, prom_error)
+        return out
+
+    def _prometheus(self, end: datetime) -> tuple[dict, str | None]:
+        if self.reader is None:
+            return {}, None
+        self.queries += _count_queries(self.reader)
+        try:
+            return self.reader.measure(end - timedelta(seconds=self.window_s), end), None
+        except MeasurementError as exc:
+            return {}, exc.one_line()
+
+    def _direct(self, deps: list) -> dict[str, Observation | Unseen]:
+        if not deps:
+            return {}
+        self.scrapes += len(deps)
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(deps))) as pool:
+            results = list(pool.map(self._scrape_one, deps))
+        self._save_state()
+        return dict(results)
+
+    def _scrape_one(self, dep) -> tuple[str, Observation | Unseen]:
+        from specops.metrics.derive import delta, pick_group
+        from specops.metrics.types import Snapshot
+
+        try:
+            after = self.scrape(dep.endpoint)
+            group = pick_group(after, dep.served_model_name if dep.served_model_name in after.groups else
+                               (dep.name if dep.name in after.groups else None))
+            prev = self.last.get(dep.name)
+            before = Snapshot.model_validate(prev) if prev and prev.get("source") == after.source else None
+            if before is None or before.taken_at >= after.taken_at:
+                start = after.process_start or after.taken_at
+                before = Snapshot(source=after.source, taken_at=start, groups={})
+            m = delta(before, after, group)
+        except SpecopsError as exc:
+            return dep.name, Unseen(f"direct scrape failed: {exc.one_line()}")
+        self.last[dep.name] = after.model_copy(update={"groups": {group: after.groups[group]}}).model_dump(mode="json")
+        m.deployment = dep.name
+        uptime = (after.taken_at - after.process_start).total_seconds() if after.process_start else self.uptime(dep)
+        return dep.name, self._observe(dep, m, uptime)
+
+    def _observe(self, dep, m, uptime: float | None = None) -> Observation | Unseen:
+        self.last_measurements[dep.name] = m
+        fp, _ = self.fingerprint(dep)
+        if uptime is None:
+            uptime = self.uptime(dep)
+        m = m.model_copy(update={"deployment": dep.name})
+        return observation_from_measurement(m, uptime_s=uptime, target_fingerprint=fp)
+
+
+def _pick(found: dict, name: str, dep):
+    m = found.get(name)
+    if m is not None:
+        return m
+    if dep is not None and dep.served_model_name:
+        m = found.get(dep.served_model_name)
+        if m is not None and m.group_label == "model_name":
+            return m
+    return None
+
+
+def local_uptime(dep) -> float | None:
+    """Uptime of a local engine from its recorded pid start time (None when not local or not running)."""
+    if dep is None or dep.platform != "local" or not dep.pid or dep.pid_start_time is None:
+        return None
+    from specops.engines.local import alive, uptime_s
+
+    return uptime_s(dep.pid_start_time) if alive(dep.pid, dep.pid_start_time) else None

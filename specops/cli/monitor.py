@@ -1,0 +1,177 @@
+"""`specops monitor` (the drift control loop, or one cycle with --once) and `specops runbook list|show|run`.
+
+Exit codes of `monitor --once`: 0 the cycle saw every deployment; 2 it could not see some (each is
+named on stderr) or the source failed. The loop itself runs until interrupted (130). `runbook run`
+exits 0 when it ran (whatever it found), 2 on bad input. Only typer and the stdlib are imported here.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+runbook_app = typer.Typer(help="On-call runbooks: list, read, and run their diagnostic steps on a deployment.",
+                          no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("monitor")(monitor)
+    app.add_typer(runbook_app, name="runbook")
+
+
+def monitor(
+    once: bool = typer.Option(False, "--once", help="Run one cycle and exit (cron / Kubernetes CronJob): "
+                              "0 saw everything, 2 could not see some deployment."),
+    interval: Optional[float] = typer.Option(None, "--interval", help="Seconds between cycles, also the "
+                                             "measurement window (default 60; SPECOPS_INTERVAL)."),
+    prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Prometheus base URL "
+                                                 "(SPECOPS_PROMETHEUS_URL); engines it lacks are scraped directly."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="Policy playbook name or YAML file "
+                                         "(default: default; SPECOPS_POLICY)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Decide and record actions, carry none out."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the monitor's own /metrics "
+                                               "on this port (SPECOPS_METRICS_PORT)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Validation profile for the acceptance floors "
+                                          "(playbooks/profiles.yaml; SPECOPS_PROFILE)."),
+    record_baseline: bool = typer.Option(False, "--record-baseline", help="After the cycle, record each seen "
+                                         "deployment's acceptance baseline from its stored windows."),
+    baseline_hours: float = typer.Option(1.0, "--baseline-hours", help="Hours of stored windows a recorded "
+                                         "baseline is computed from."),
+    deployment: Optional[list[str]] = typer.Option(None, "--deployment", "-d", help="Watch only this deployment "
+                                                    "(repeatable; default: every deployment that speculates)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Registry URL or SQLite path."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (one JSON report per cycle)."),
+) -> None:
+    """Watch acceptance of every registered deployment, detect drift, tell its cause, act within a policy."""
+    import logging
+
+    from specops.cli.output import check_format
+    from specops.drift.service import MonitorOptions, Watcher
+    from specops.errors import InputError
+    from specops.registry import open_registry
+    from specops.settings import setting
+
+    check_format(output, ("table", "json"))
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        interval_s = float(setting("interval", interval, 60.0))
+        port = setting("metrics_port", metrics_port)
+        port = int(port) if port not in (None, "") else None
+    except ValueError:
+        raise InputError("--interval and --metrics-port must be numbers", "e.g. --interval 60 --metrics-port 9108") \
+            from None
+    if interval_s <= 0:
+        raise InputError(f"--interval {interval_s:g} is not a positive number of seconds", "e.g. --interval 60")
+    opts = MonitorOptions(policy=str(setting("policy", policy, "default")), interval_s=interval_s,
+                          prometheus_url=setting("prometheus_url", prometheus_url), dry_run=dry_run,
+                          profile=setting("profile", profile), record_baseline=record_baseline,
+                          baseline_hours=baseline_hours, retrain_data=setting("retrain_data"),
+                          deployments=list(deployment) if deployment else None)
+    reg = open_registry(db)
+    watcher = Watcher(reg, opts)
+    if port is not None:
+        from specops.drift.monitor import serve_metrics
+
+        serve_metrics(watcher.monitor.metrics, port)
+    if once:
+        report = watcher.once()
+        _show(report, output)
+        raise typer.Exit(report.exit_code)
+    typer.echo(f"watching {len(watcher.targets)} deployment(s) every {interval_s:g}s "
+               f"({'Prometheus ' + opts.prometheus_url if opts.prometheus_url else 'direct /metrics'}; "
+               f"policy {opts.policy}{', dry run' if dry_run else ''})", err=True)
+    watcher.run(on_report=lambda r: _show(r, output))
+
+
+def _show(report, output: str) -> None:
+    import json
+
+    if output == "json":
+        typer.echo(json.dumps(report.model_dump(mode="json")))
+    else:
+        _table(report)
+    for name, why in report.unseen.items():
+        typer.echo(f"unseen: {name}: {why}", err=True)
+
+
+def _table(r) -> None:
+    import time
+
+    echo = typer.echo
+    when = time.strftime("%H:%M:%S", time.localtime(r.at))
+    q = f", {r.queries} queries" if r.queries is not None else ""
+    echo(f"{when} cycle {r.outcome}: {len(r.seen)} seen, {len(r.unseen)} unseen ({r.duration_s:.2f}s{q})")
+    if r.error:
+        echo(f"  source: {r.error}" + (f"; retry in {r.retry_in_s:.0f}s" if r.retry_in_s else ""))
+    for f in r.findings:
+        if f.code != "DEPLOYMENT_UNSEEN":
+            echo(f"  {f.one_line()}")
+    for n in r.notes:
+        echo(f"  note: {n}")
+    for a in r.actions:
+        echo(f"  action {a.action} on {a.deployment} ({a.rule}, {a.finding}): {a.outcome}"
+             + (f" - {a.detail}" if a.detail else ""))
+
+
+# --- runbooks --------------------------------------------------------------------------------------
+
+@runbook_app.command("list")
+def runbook_list(output: str = typer.Option("table", "--output", "-o", help="table, json or yaml.")) -> None:
+    """List the runbooks (playbooks/runbooks/*.yaml) and what raises them."""
+    from specops.cli.output import emit
+    from specops.drift.runbooks import list_runbooks, load_runbook
+
+    books = [load_runbook(n) for n in list_runbooks()]
+    rows = [{"name": b.name, "title": b.title, "triggers": b.triggers, "steps": len(b.steps)} for b in books]
+
+    def table(rows) -> None:
+        for r in rows:
+            typer.echo(f"{r['name']:<28} {r['title']}" + (f"  [{', '.join(r['triggers'])}]" if r["triggers"] else ""))
+
+    emit(rows, output, table)
+
+
+@runbook_app.command("show")
+def runbook_show(name: str = typer.Argument(..., help="Runbook name (see `specops runbook list`).")) -> None:
+    """Print a runbook for on-call reading (markdown)."""
+    from specops.drift.runbooks import load_runbook, render_markdown
+
+    typer.echo(render_markdown(load_runbook(name)), nl=False)
+
+
+@runbook_app.command("run")
+def runbook_run(
+    name: str = typer.Argument(..., help="Runbook name (see `specops runbook list`)."),
+    deployment: str = typer.Option(..., "--deployment", "-d", help="Registered deployment to diagnose."),
+    allow_restart: bool = typer.Option(False, "--allow-restart", help="Let restart_probe steps restart the engine."),
+    prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Prometheus base URL "
+                                                 "(SPECOPS_PROMETHEUS_URL); otherwise the engine's /metrics."),
+    db: Optional[str] = typer.Option(None, "--db", help="Registry URL or SQLite path."),
+    output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
+) -> None:
+    """Run a runbook's diagnostic steps on a deployment; print findings and the recommended next action."""
+    from specops.cli.output import check_format, emit
+    from specops.drift.service import run_runbook_on
+    from specops.registry import open_registry
+    from specops.settings import setting
+
+    check_format(output)
+    with open_registry(db) as reg:
+        result = run_runbook_on(reg, name, deployment, allow_restart=allow_restart,
+                                prometheus_url=setting("prometheus_url", prometheus_url),
+                                progress=lambda m: typer.echo(m, err=True))
+    emit(result, output, _runbook_table)
+
+
+def _runbook_table(r) -> None:
+    echo = typer.echo
+    echo(f"runbook {r.runbook} on {r.deployment}")
+    for i, s in enumerate(r.steps, 1):
+        echo(f"{i}. {s.title} [{s.status}]" + (f" - {s.detail}" if s.detail else ""))
+        for f in s.findings:
+            echo(f"   {f.one_line()}")
+    a = r.next_action
+    echo(f"next: {a.recommend}")
+    if a.command:
+        echo(f"  run: {a.command.replace('NAME', r.deployment)}")

@@ -1,0 +1,245 @@
+"""The real runbook steps (``StepImplementations``) over the registry, the metrics layer and the engines.
+
+- ``query``: one window of the deployment now (the same ``MetricsSource`` as the monitor:
+  Prometheus, else the engine's ``/metrics``) next to the recorded baseline and the stored history;
+- ``lineage_check``: the registry's lineage check of the deployed pair (it re-fingerprints local
+  folders, so a target folder changed under the draft is ``STALE_DRAFT``);
+- ``fingerprint_check``: the fingerprint of the target folder the deployment serves now
+  (re-computed) against the fingerprint the draft was trained against, naming the registered
+  model whose fingerprint the folder now has;
+- ``restart_probe``: ``engines.manage.restart`` and a wait for fresh traffic, then acceptance after
+  against before and the baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from specops.drift.classify import uptime_trend
+from specops.drift.detectors import Baseline
+from specops.drift.fleet import LiveFingerprints, served_model_path
+from specops.drift.observe import ALL, Observation, Unseen
+from specops.drift.store import HistoryStore
+from specops.errors import MeasurementError
+from specops.models import Finding
+
+DROP_SIGMAS = 3.0
+KV_PRESSURE = 0.9
+
+
+def _f(code: str, severity: str, message: str, fix: str | None = None, **evidence) -> Finding:
+    return Finding(code=code, severity=severity, message=message, fix=fix, evidence=evidence)
+
+
+def _r(x: float | None, n: int = 4) -> float | None:
+    return None if x is None else round(x, n)
+
+
+class RegistrySteps:
+    """Runbook steps for registered deployments. ``source_for(dep_row)`` returns a MeasurementSource."""
+
+    def __init__(self, reg, source_for: Callable, *, fingerprints: LiveFingerprints | None = None,
+                 now: Callable[[], float] = time.time, probe_wait_s: float = 180.0, min_drafts: float = 20,
+                 sleep: Callable[[float], None] = time.sleep, progress=None) -> None:
+        self.reg, self.source_for, self.now = reg, source_for, now
+        self.fps = fingerprints or LiveFingerprints()
+        self.store = HistoryStore(reg)
+        self.probe_wait_s, self.min_drafts, self.sleep, self.progress = probe_wait_s, min_drafts, sleep, progress
+        self._obs: dict[str, Observation | Unseen] = {}
+
+    # --- shared ----------------------------------------------------------------------------------
+    def observation(self, deployment: str, fresh: bool = False) -> Observation:
+        if fresh or deployment not in self._obs:
+            dep = self.reg.get_deployment(deployment)
+            self._obs[deployment] = self.source_for(dep).fetch([deployment])[deployment]
+        obs = self._obs[deployment]
+        if isinstance(obs, Unseen):
+            raise MeasurementError(f"cannot see {deployment}: {obs.reason}",
+                                   "check the engine and its metrics (specops status, --prometheus-url)")
+        if not fresh and (obs.total is None or obs.total.drafts < self.min_drafts):
+            stored = [o for o in self.store.history(deployment, since=self.now() - 3600)
+                      if o.total is not None and o.total.drafts >= self.min_drafts]
+            if stored:  # no traffic since the monitor's last scrape: its newest stored window
+                obs = self._obs[deployment] = stored[-1]
+        return obs
+
+    def baseline(self, deployment: str) -> Baseline | None:
+        return self.store.baselines([deployment]).get(deployment)
+
+    # --- query steps ---------------------------------------------------------------------------
+    def query(self, deployment: str, name: str) -> list[Finding]:
+        return getattr(self, "_q_" + name)(deployment)
+
+    def _q_acceptance(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        w = obs.total
+        if w is None or w.drafts <= 0 or w.alpha is None:
+            return [_f("QUERY_OK", "info", f"{deployment}: no drafts in the window (no traffic); nothing to compare",
+                       deployment=deployment, window_s=obs.window_s)]
+        ev = dict(deployment=deployment, alpha=_r(w.alpha), acceptance_rate=_r(w.acceptance_rate), tau=_r(w.tau),
+                  drafts=w.drafts, gamma=w.k, window_s=obs.window_s)
+        base = self.baseline(deployment)
+        b = base.labels.get(ALL) if base else None
+        if b is None:
+            return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} (rate {w.acceptance_rate:.3f}, τ {w.tau:.2f}) "
+                       "- no baseline recorded to compare with",
+                       "record one while the deployment is healthy: specops monitor --once --record-baseline", **ev)]
+        sigmas = (b.mean - w.alpha) / max(b.std, 0.01)
+        ev.update(baseline=_r(b.mean), baseline_std=_r(b.std), sigmas=_r(sigmas, 2))
+        if sigmas >= DROP_SIGMAS:
+            return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: per-token α {w.alpha:.3f} is {sigmas:.1f}σ below "
+                       f"its baseline {b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f})",
+                       "find the cause with the next steps", **ev)]
+        return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} is within {DROP_SIGMAS:g}σ of its baseline "
+                   f"{b.mean:.3f}", **ev)]
+
+    def _q_acceptance_by_label(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        labels = {k: w for k, w in obs.labels.items() if k and w.alpha is not None}
+        if not labels:
+            return [_f("QUERY_OK", "info", f"{deployment}: traffic is not labelled by task; acceptance is only known "
+                       "for all traffic together", deployment=deployment)]
+        base = self.baseline(deployment)
+        out, dropped, stable = [], [], []
+        for k, w in sorted(labels.items()):
+            b = base.labels.get(k) if base else None
+            if b is None:
+                continue
+            s = (b.mean - w.alpha) / max(b.std, 0.01)
+            (dropped if s >= DROP_SIGMAS else stable if s < 2 else []).append(k)
+        ev = dict(deployment=deployment, alpha={k: _r(w.alpha) for k, w in labels.items()})
+        if dropped and stable:
+            out.append(_f("WORKLOAD_DRIFT", "warning", f"{deployment}: acceptance dropped for {', '.join(dropped)} "
+                          f"while {', '.join(stable)} held", "look at what changed in that traffic",
+                          dropped=dropped, stable=stable, **ev))
+        else:
+            out.append(_f("QUERY_OK", "info", f"{deployment}: per-label acceptance {ev['alpha']}", **ev))
+        return out
+
+    def _q_per_position(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        w = obs.total
+        rates = [round(r, 3) for r in (w.position_rates if w else ())]
+        return [_f("QUERY_OK", "info", f"{deployment}: P(first i+1 drafts accepted) by position: {rates or 'none'}",
+                   deployment=deployment, per_position=rates)]
+
+    def _q_kv_usage(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        if obs.kv_usage is None:
+            return [_f("QUERY_OK", "info", f"{deployment}: KV-cache usage not exported", deployment=deployment)]
+        if obs.kv_usage >= KV_PRESSURE:
+            return [_f("KV_PRESSURE", "warning", f"{deployment}: KV-cache usage {obs.kv_usage:.0%}",
+                       "lower γ or max-num-seqs, or give the KV cache more memory", deployment=deployment,
+                       kv_usage=obs.kv_usage)]
+        return [_f("QUERY_OK", "info", f"{deployment}: KV-cache usage {obs.kv_usage:.0%}", deployment=deployment,
+                   kv_usage=obs.kv_usage)]
+
+    def _q_load(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        return [_f("QUERY_OK", "info", f"{deployment}: {obs.running if obs.running is not None else '?'} running, "
+                   f"{obs.waiting if obs.waiting is not None else '?'} waiting", deployment=deployment,
+                   running=obs.running, waiting=obs.waiting)]
+
+    def _q_uptime(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        hist = self.store.history(deployment, since=self.now() - 24 * 3600)
+        pre = [(o.uptime_s, o.total.alpha, o.kv_usage) for o in hist
+               if o.uptime_s is not None and o.total is not None and o.total.alpha is not None]
+        trend = uptime_trend(pre)
+        up = f"{obs.uptime_s / 3600:.1f} h" if obs.uptime_s is not None else "unknown"
+        if trend["corr_uptime"] <= -0.5 and trend["slope_per_hour"] <= -0.005:
+            return [_f("ENGINE_STATE_SUSPECTED", "warning", f"{deployment}: α slides with uptime (corr "
+                       f"{trend['corr_uptime']}, {trend['slope_per_hour']:+.4f} α/h; uptime {up})",
+                       "a restart probe tells whether it is engine state", deployment=deployment, trend=trend)]
+        return [_f("QUERY_OK", "info", f"{deployment}: uptime {up}; no uptime trend in {trend['windows']} stored "
+                   "windows", deployment=deployment, trend=trend, uptime_s=obs.uptime_s)]
+
+    def _q_tpot_vs_baseline(self, deployment: str) -> list[Finding]:
+        obs = self.observation(deployment)
+        runs = [r for r in self.reg.validation_runs(deployment, limit=50)
+                if (r.summary or {}).get("baseline_tpot_p50") is not None]
+        now = obs.tpot_p50
+        if not runs or now is None:
+            return [_f("QUERY_OK", "info", f"{deployment}: TPOT p50 now {'-' if now is None else f'{now * 1000:.1f} ms'}; "
+                       "no no-speculation TPOT baseline recorded to compare with",
+                       "record one with a baseline benchmark (specops bench --baseline-endpoint)",
+                       deployment=deployment, tpot_p50=now)]
+        base = runs[0].summary["baseline_tpot_p50"]
+        ev = dict(deployment=deployment, tpot_p50=now, baseline_tpot_p50=base)
+        if now > base * 1.05:
+            return [_f("SLOWER_THAN_BASELINE", "error", f"{deployment}: TPOT p50 {now * 1000:.1f} ms is above the "
+                       f"no-speculation baseline {base * 1000:.1f} ms", "disable speculation or lower γ", **ev)]
+        return [_f("QUERY_OK", "info", f"{deployment}: TPOT p50 {now * 1000:.1f} ms vs {base * 1000:.1f} ms without "
+                   "speculation", **ev)]
+
+    def _q_long_context(self, deployment: str) -> list[Finding]:
+        return [_f("QUERY_OK", "info", f"{deployment}: vLLM exports no acceptance by request length; compare "
+                   "per-position acceptance and replay long prompts with specops bench", deployment=deployment)]
+
+    # --- registry steps --------------------------------------------------------------------------
+    def lineage_check(self, deployment: str) -> list[Finding]:
+        dep = self.reg.get_deployment(deployment)
+        if not dep.draft_ref or not dep.target_ref:
+            return [_f("LINEAGE_OK", "info", f"{deployment}: no registered draft/target pair "
+                       f"(method {dep.method or 'none'})", deployment=deployment)]
+        report = self.reg.check_lineage(dep.target_ref, dep.draft_ref, vllm_version=dep.vllm_version or "0.33.0",
+                                        method=dep.method if dep.method not in (None, "none") else None)
+        out = list(report.findings)
+        if report.ok:
+            out.append(_f("LINEAGE_OK", "info", f"{dep.draft_ref} on {dep.target_ref}: lineage check passed",
+                          deployment=deployment))
+        return out
+
+    def fingerprint_check(self, deployment: str) -> list[Finding]:
+        dep = self.reg.get_deployment(deployment)
+        if not dep.draft_ref:
+            return [_f("FINGERPRINT_OK", "info", f"{deployment}: no draft model, nothing to compare")]
+        draft = self.reg.get_draft(dep.draft_ref)
+        trained = draft.trained_against_fingerprint
+        live, where = self.fps.of(dep)
+        ev = dict(deployment=deployment, draft=draft.ref, trained_against=trained, trained_against_target=draft.target,
+                  live_fingerprint=live, live_from=where, served_path=served_model_path(dep))
+        if not trained or not live:
+            return [_f("FINGERPRINT_OK", "info", f"{deployment}: cannot compare fingerprints (trained against: "
+                       f"{trained or 'unknown'}, live: {live or 'unknown'})",
+                       "register the draft with its target so lineage records the fingerprint", **ev)]
+        if trained == live:
+            return [_f("FINGERPRINT_OK", "info", f"{deployment}: the live target ({where}) is the one {draft.ref} was "
+                       f"trained against ({draft.target})", **ev)]
+        now_is = [t.ref for t in self.reg.list_targets() if t.fingerprint == live]
+        ev["live_matches"] = now_is
+        what = f"now holds {', '.join(now_is)}" if now_is else "holds weights no registered target has"
+        return [_f("FINGERPRINT_MISMATCH", "error",
+                   f"{deployment}: the target changed under the draft - {served_model_path(dep) or dep.target_ref} "
+                   f"{what} (fingerprint {live[:15]}...), but {draft.ref} was trained against {draft.target} "
+                   f"({trained[:15]}...)",
+                   f"retrain the draft against the live target (specops retrain --deployment {deployment}) or roll "
+                   f"the target back to {draft.target}", **ev)]
+
+    def restart_probe(self, deployment: str) -> list[Finding]:
+        from specops.engines.manage import restart
+
+        before = self.observation(deployment)
+        a0 = before.total.alpha if before.total else None
+        restart(deployment, registry=self.reg, progress=self.progress)
+        deadline = self.now() + self.probe_wait_s
+        obs = None
+        while self.now() < deadline:
+            self.sleep(10)
+            obs = self.observation(deployment, fresh=True)
+            if obs.total is not None and obs.total.drafts >= self.min_drafts:
+                break
+        if obs is None or obs.total is None or obs.total.drafts < self.min_drafts or obs.total.alpha is None:
+            raise MeasurementError(f"{deployment} restarted, but saw under {self.min_drafts:g} drafts within "
+                                   f"{self.probe_wait_s:.0f}s", "send traffic and run the runbook again")
+        a1 = obs.total.alpha
+        base = self.baseline(deployment)
+        b = base.labels[ALL].mean if base and ALL in base.labels else None
+        ev = dict(deployment=deployment, alpha_before=_r(a0), alpha_after=_r(a1), baseline=_r(b))
+        lost = (b - a0) if (b is not None and a0 is not None) else None
+        if lost and lost > 1e-6 and (a1 - a0) / lost >= 0.6:
+            return [_f("RESTART_RECOVERED", "warning", f"{deployment}: α {a0:.3f} -> {a1:.3f} after a restart "
+                       f"(baseline {b:.3f}): engine-state decay", "schedule restarts; do not retrain", **ev)]
+        return [_f("RESTART_NO_CHANGE", "info", f"{deployment}: a restart did not bring acceptance back "
+                   f"(α {a0 if a0 is None else round(a0, 3)} -> {a1:.3f})", **ev)]

@@ -1,0 +1,220 @@
+"""The drift library wired to the real registry (SQLite file), real /metrics over HTTP and real model
+folders. The engine itself is a FakeEngine (tests/drift/fakeengine.py: vLLM's recorded exposition
+text with counters the test advances); the real engine runs in test_engine_drift.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from specops.drift.actions import EngineExecutor
+from specops.drift.detectors import Baseline
+from specops.drift.observe import Observation
+from specops.drift.service import MonitorOptions, Watcher, run_runbook_on
+from specops.drift.store import BASELINE_EVENT, HistoryStore
+from specops.registry import open_registry
+
+from .fakeengine import FakeEngine
+from .wiring import make_fleet, swap_folder
+
+
+class Spawned:
+    """Records the retraining processes the executor would start (nothing is trained here)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, argv, logfile):
+        self.calls.append((argv, logfile))
+
+
+@pytest.fixture
+def engine():
+    e = FakeEngine()
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def reg():
+    r = open_registry()
+    yield r
+    r.close()
+
+
+def _watcher(reg, **kw):
+    spawned = Spawned()
+    opts = MonitorOptions(**{"interval_s": 60.0, **kw})
+    return Watcher(reg, opts, executor=EngineExecutor(reg, spawn=spawned, retrain_data=kw.get("retrain_data"))), spawned
+
+
+def _baseline(reg, engine, alpha=0.7):
+    """Two healthy windows stored, then the baseline recorded from them (as `--record-baseline` does)."""
+    for _ in range(2):
+        engine.advance(500, alpha)
+        _watcher(reg, record_baseline=True)[0].once()
+
+
+def _codes(report):
+    return {f.code for f in report.findings}
+
+
+def test_a_direct_scrape_measures_the_window_between_two_cycles(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    engine.advance(1000, 0.7)
+    w, _ = _watcher(reg)
+    first = w.cycle()  # first scrape of this engine: counters since it started
+    engine.advance(200, 0.3)
+    second = w.cycle()
+    assert first.outcome == second.outcome == "ok" and first.seen == ["chat"]
+    obs = w.store.history("chat", since=0)
+    assert [o.total.drafts for o in obs] == [1000, 200]
+    assert obs[0].total.alpha == pytest.approx(0.7, abs=0.01) and obs[1].total.alpha == pytest.approx(0.3, abs=0.01)
+    assert obs[1].uptime_s == pytest.approx(3600, abs=120) and obs[1].gamma == 3
+    assert second.queries == 0 and w.source.scrapes == 2  # no Prometheus: no PromQL at all
+
+
+def test_stored_windows_come_back_as_observations_and_give_a_baseline(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    w, _ = _watcher(reg)
+    for alpha in (0.70, 0.72, 0.68):
+        engine.advance(500, alpha)
+        w.cycle()
+    store = HistoryStore(reg)
+    hist = store.history("chat", since=0)
+    assert len(hist) == 3 and all(isinstance(o, Observation) for o in hist)
+    base = store.record_baseline("chat", since=0, until=hist[-1].at + 1)
+    assert base.labels[""].windows == 3 and base.labels[""].mean == pytest.approx(0.70, abs=0.01)
+    assert store.baselines(["chat"])["chat"] == base
+    ev = reg.events(subject="chat", kind=BASELINE_EVENT)[0]
+    assert "α 0.70" in ev.message and Baseline.model_validate(ev.data["baseline"]) == base
+
+
+def test_a_baseline_needs_enough_stored_windows(reg, tmp_path, engine):
+    from specops.errors import InputError
+
+    make_fleet(reg, tmp_path, engine.url)
+    with pytest.raises(InputError, match="not enough windows to record a baseline"):
+        HistoryStore(reg).record_baseline("chat", since=0, until=2e9)
+
+
+def test_a_drop_against_the_recorded_baseline_is_flagged_by_a_later_once_run(reg, tmp_path, engine):
+    """Cron: each `--once` run is a new Watcher; the detectors are warmed from the stored windows."""
+    make_fleet(reg, tmp_path, engine.url)
+    engine.advance(100, 0.7)
+    for _ in range(3):
+        engine.advance(400, 0.7)
+        w, _ = _watcher(reg, record_baseline=True)
+        w.once()
+    engine.advance(400, 0.35)
+    report = _watcher(reg)[0].once()
+    assert "ACCEPTANCE_DROP" in _codes(report)
+    drop = next(f for f in report.findings if f.code == "ACCEPTANCE_DROP")
+    assert drop.evidence["baseline"] == pytest.approx(0.7, abs=0.01) and drop.evidence["alpha_recent"] < 0.65  # mean of the last 5 windows
+
+
+def test_a_swapped_target_without_a_baseline_is_a_warning_until_acceptance_drops(reg, tmp_path, engine):
+    f = make_fleet(reg, tmp_path, engine.url)
+    swap_folder(f["v2"], f["served"])
+    engine.advance(500, 0.7)
+    report = _watcher(reg)[0].once()
+    changed = next(x for x in report.findings if x.code == "CHANGED_MODEL")
+    assert changed.severity == "warning" and "has not dropped yet" in changed.message
+    assert not any(a.action == "open_retraining" for a in report.actions)
+
+
+def test_a_target_swapped_under_the_deployment_is_flagged_as_a_changed_model(reg, tmp_path, engine):
+    f = make_fleet(reg, tmp_path, engine.url)
+    _baseline(reg, engine)
+    w, spawned = _watcher(reg, retrain_data=str(tmp_path / "prompts.jsonl"))
+    engine.advance(500, 0.7)
+    assert "CHANGED_MODEL" not in _codes(w.cycle())
+    swap_folder(f["v2"], f["served"])
+    engine.advance(500, 0.1)
+    report = w.cycle()
+    changed = next(x for x in report.findings if x.code == "CHANGED_MODEL")
+    assert changed.severity == "error" and changed.evidence["trained_against"] == f["t1"].fingerprint
+    assert changed.evidence["live_fingerprint"] == reg.get_target("tiny@2").fingerprint
+    acts = {(a.action, a.outcome) for a in report.actions}
+    assert ("open_retraining", "done") in acts and ("notify", "done") in acts
+    argv = spawned.calls[0][0]
+    assert argv[-2:] == ["--data", str(tmp_path / "prompts.jsonl")] and argv[argv.index("--deployment") + 1] == "chat"
+    kinds = [e.kind for e in reg.events(subject="chat")]
+    assert "monitor.open_retraining" in kinds and "monitor.notify" in kinds
+
+
+def test_actions_are_not_repeated_by_the_next_once_run_for_the_same_episode(reg, tmp_path, engine):
+    f = make_fleet(reg, tmp_path, engine.url)
+    _baseline(reg, engine)
+    swap_folder(f["v2"], f["served"])
+    engine.advance(500, 0.1)
+    first = _watcher(reg)[0].once()
+    engine.advance(500, 0.1)
+    second = _watcher(reg)[0].once()
+    assert "CHANGED_MODEL" in _codes(first) and "CHANGED_MODEL" in _codes(second)
+    assert any(a.action == "notify" for a in first.actions)
+    assert second.actions == []
+    # without prompts, the retraining job cannot be opened: recorded as failed, with the reason
+    fail = next(a for a in first.actions if a.action == "open_retraining")
+    assert fail.outcome == "failed" and "no prompts to retrain chat on" in fail.detail
+
+
+def test_dry_run_records_what_would_happen_and_does_nothing(reg, tmp_path, engine):
+    f = make_fleet(reg, tmp_path, engine.url)
+    _baseline(reg, engine)
+    swap_folder(f["v2"], f["served"])
+    engine.advance(500, 0.1)
+    w, spawned = _watcher(reg, dry_run=True, retrain_data="p.jsonl")
+    report = w.once()
+    assert {a.outcome for a in report.actions} == {"dry-run"} and spawned.calls == []
+    ev = reg.events(subject="chat", kind="monitor.open_retraining")[0]
+    assert ev.data["outcome"] == "dry-run" and ev.actor == "specops-monitor"
+
+
+def test_an_engine_that_does_not_answer_is_named_unseen(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    make_fleet(reg, tmp_path / "b", "http://127.0.0.1:9", name="ghost")
+    engine.advance(300, 0.7)
+    report = _watcher(reg)[0].once()
+    assert report.outcome == "partial" and report.exit_code == 2 and report.seen == ["chat"]
+    assert "direct scrape failed: cannot reach http://127.0.0.1:9/metrics" in report.unseen["ghost"]
+
+
+def test_only_deployments_that_speculate_and_run_are_watched(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    reg.upsert_deployment("plain", platform="local", status="running", method="none", endpoint=engine.url)
+    reg.upsert_deployment("old", platform="local", status="stopped", method="ngram", endpoint=engine.url)
+    assert _watcher(reg)[0].targets == ["chat"]
+
+
+def test_the_acceptance_drop_runbook_names_the_changed_target(reg, tmp_path, engine):
+    f = make_fleet(reg, tmp_path, engine.url)
+    _baseline(reg, engine)
+    swap_folder(f["v2"], f["served"])
+    engine.advance(500, 0.1)
+    _watcher(reg)[0].once()
+    r = run_runbook_on(reg, "acceptance-drop", "chat", allow_restart=True)
+    by_id = {s.id: s for s in r.steps}
+    assert by_id["now"].findings[0].code == "ACCEPTANCE_DROP"
+    mismatch = by_id["fingerprint"].findings[0]
+    assert mismatch.code == "FINGERPRINT_MISMATCH" and "now holds tiny@2" in mismatch.message
+    assert "tiny-draft@1 was trained against tiny@1" in mismatch.message
+    assert any(x.code == "STALE_DRAFT" for x in by_id["lineage"].findings)
+    assert by_id["restart"].status == "skipped"  # the cause is known: no restart
+    assert r.next_action.command == "specops retrain --deployment NAME" and "target changed" in r.next_action.recommend
+
+
+def test_a_matching_pair_passes_the_fingerprint_and_lineage_steps(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    engine.advance(500, 0.7)
+    r = run_runbook_on(reg, "draft-target-mismatch", "chat")
+    codes = [x.code for s in r.steps for x in s.findings]
+    assert "FINGERPRINT_OK" in codes and "LINEAGE_OK" in codes and "FINGERPRINT_MISMATCH" not in codes
+    assert "open the acceptance-drop runbook" in r.next_action.recommend
+
+
+def test_restart_probes_are_refused_unless_the_deployment_opted_in(reg, tmp_path, engine):
+    make_fleet(reg, tmp_path, engine.url)
+    w, _ = _watcher(reg)
+    assert w.monitor.runner.restart_allowed == {"chat": False}
+    make_fleet(reg, tmp_path / "b", engine.url, name="probe-ok", labels={"restart_allowed": "true"})
+    assert _watcher(reg)[0].monitor.runner.restart_allowed["probe-ok"] is True
