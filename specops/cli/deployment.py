@@ -1,0 +1,89 @@
+"""`specops deployment register|list|show|remove`: deployments in the registry, including engines specops
+did not start ("adopted"), so that bench, metrics, validate and monitor work on them too."""
+
+from __future__ import annotations
+
+import typer
+
+deployment_app = typer.Typer(help="Registered deployments: adopt an existing engine, list, show, remove.",
+                             no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(deployment_app, name="deployment")
+
+
+@deployment_app.command("register")
+def register_command(
+    name: str = typer.Argument(..., help="Deployment name (lowercase, digits, '-', '_', '.')."),
+    endpoint: str = typer.Option(..., "--endpoint", help="Base URL of the running vLLM server."),
+    served_name: str = typer.Option(None, "--served-name", help="Served model name (default: the only one)."),
+    target: str = typer.Option(None, "--target", help="Target model NAME@VERSION (registry ref or as given)."),
+    draft: str = typer.Option(None, "--draft", help="Draft model NAME@VERSION (registry ref or as given)."),
+    method: str = typer.Option(None, "--method", help="Speculative method the engine runs (e.g. eagle3, ngram)."),
+    api_key_env: str = typer.Option(None, "--api-key-env", help="NAME of the env var holding the API key."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Probe the engine before recording it."),
+    output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
+) -> None:
+    """Adopt an engine specops did not start (status "adopted")."""
+    from specops.cli.output import check_format, emit
+    from specops.metrics.adopt import adopt
+
+    check_format(output)
+    row, notes = adopt(name, endpoint, served_name=served_name, target=target, draft=draft, method=method,
+                       api_key_env=api_key_env, check=check)
+
+    def show(r) -> None:
+        typer.echo(f"adopted {r.name}: {r.endpoint} serving {r.served_model_name}"
+                   + (f", γ={r.num_speculative_tokens}" if r.num_speculative_tokens else ""))
+        for n in notes:
+            typer.echo(f"note: {n}")
+
+    emit(row, output, show)
+
+
+@deployment_app.command("list")
+def list_command(output: str = typer.Option("table", "--output", "-o", help="table, json or yaml.")) -> None:
+    """List deployments (started by specops or adopted)."""
+    from specops.cli.output import check_format, emit
+    from specops.registry import open_registry
+
+    check_format(output)
+    rows = open_registry().list_deployments()
+    emit(rows, output, _table)
+
+
+def _table(rows) -> None:
+    from rich.table import Table
+
+    from specops.cli.output import console
+
+    if not rows:
+        typer.echo("no deployments (adopt one: specops deployment register NAME --endpoint URL)")
+        return
+    t = Table()
+    for col in ("name", "status", "platform", "endpoint", "served name", "method", "γ", "target", "draft"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.name, r.status, r.platform, r.endpoint or "", r.served_model_name or "", r.method or "",
+                  str(r.num_speculative_tokens or ""), r.target_ref or "", r.draft_ref or "")
+    console().print(t)
+
+
+@deployment_app.command("show")
+def show_command(name: str = typer.Argument(..., help="Deployment name."),
+                 output: str = typer.Option("yaml", "--output", "-o", help="json or yaml.")) -> None:
+    """Show one deployment's record."""
+    from specops.cli.output import emit
+    from specops.registry import open_registry
+
+    emit(open_registry().get_deployment(name), output)
+
+
+@deployment_app.command("remove")
+def remove_command(name: str = typer.Argument(..., help="Deployment name.")) -> None:
+    """Forget an adopted (or stopped) deployment; its measurements and events are kept."""
+    from specops.metrics.adopt import remove
+
+    how = remove(name)
+    typer.echo(f"{name} {how}")

@@ -1,0 +1,202 @@
+"""Derived speculative-decoding quantities and snapshot deltas.
+
+- acceptance rate r = accepted / draft_tokens (equals α only when K = 1);
+- mean acceptance length τ = 1 + accepted / drafts (bonus token included);
+- per-position rate p_i = accepted_per_pos[i] / drafts;
+- the i.i.d. per-token α equivalent: the α in [0, 1] with (1 − α^(K+1)) / (1 − α) = τ (bisection);
+- TPOT quantiles from the ``vllm:request_time_per_output_token_seconds`` histogram, with the same
+  linear interpolation as PromQL's ``histogram_quantile``.
+
+A counter that goes down between two snapshots was reset (the engine restarted): the post-reset value
+is used as the delta, ``counter_reset`` is set and the counter named. A window without drafts gives
+``None`` rates and ``empty_window``: nothing is ever divided by zero or guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from specops.errors import MeasurementError
+from specops.metrics.types import SPEC_COUNTERS, GroupValues, Measurement, Snapshot
+
+
+def alpha_from_tau(tau: float, k: int, tol: float = 1e-10) -> float:
+    """The i.i.d. per-token acceptance α with 1 + α + ... + α^K = τ (clamped to [0, 1])."""
+    if k < 1:
+        raise ValueError("K must be >= 1")
+    if tau <= 1.0:
+        return 0.0
+    if tau >= k + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if sum(mid ** i for i in range(k + 1)) < tau:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """PromQL's histogram_quantile on cumulative bucket counts {le: count}; None without observations."""
+    if not buckets:
+        return None
+    items = sorted(buckets.items())
+    if not math.isinf(items[-1][0]):
+        return None  # no +Inf bucket: not a valid histogram
+    total = items[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    prev_le, prev_count = 0.0, 0.0
+    for le, count in items:
+        if count >= rank:
+            if math.isinf(le):
+                return prev_le  # PromQL returns the highest finite bound
+            if count == prev_count:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_count) / (count - prev_count)
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def fill_rates(m: Measurement) -> Measurement:
+    """Set acceptance rate, τ, α and per-position rates from the counters already in ``m``."""
+    if not m.speculation:
+        m.notes.append("the engine exports no vllm:spec_decode_* counters (speculation off, or stats disabled)")
+        return m
+    drafts = m.num_drafts or 0.0
+    if drafts <= 0:
+        m.empty_window = True
+        m.notes.append("no drafts in the window (no traffic, or speculation off at this batch size): "
+                       "acceptance is undefined, not zero")
+        m.per_position_rate = [None for _ in m.accepted_per_position]
+        return m
+    m.acceptance_rate = _ratio(m.num_accepted_tokens, m.num_draft_tokens)
+    m.mean_acceptance_length = 1.0 + (m.num_accepted_tokens or 0.0) / drafts
+    m.per_position_rate = [a / drafts for a in m.accepted_per_position]
+    k = m.num_speculative_tokens
+    if k is None and m.num_draft_tokens:
+        k = round(m.num_draft_tokens / drafts)
+        m.num_speculative_tokens = k or None
+    if m.num_speculative_tokens:
+        m.per_token_alpha = alpha_from_tau(m.mean_acceptance_length, m.num_speculative_tokens)
+    else:
+        m.notes.append("K unknown (no per-position series): per-token α not computed")
+    return m
+
+
+def _delta(name: str, before: float | None, after: float | None, resets: list[str]) -> float | None:
+    if after is None:
+        return None
+    if before is None:
+        return after
+    if after < before:
+        resets.append(name)
+        return after  # counted from zero after the restart
+    return after - before
+
+
+def delta(before: Snapshot, after: Snapshot, group: str) -> Measurement:
+    """Measurement of ``group`` between two snapshots of the same endpoint."""
+    if group not in after.groups:
+        known = ", ".join(sorted(after.groups)) or "none"
+        raise MeasurementError(f'no vLLM series for "{group}" at {after.source} (groups seen: {known})',
+                               "pass the served model name or the specops_deployment label value")
+    a = after.groups[group]
+    b = before.groups.get(group) or GroupValues(group=group, group_label=a.group_label)
+    resets: list[str] = []
+    m = Measurement(deployment=group, group_label=a.group_label, source="metrics",
+                    window_start=before.taken_at, window_end=after.taken_at, speculation=a.has_spec)
+    for c in SPEC_COUNTERS:
+        setattr(m, c, _delta(c, getattr(b, c), getattr(a, c), resets))
+    if a.accepted_per_pos:
+        k = max(a.accepted_per_pos) + 1
+        m.num_speculative_tokens = k
+        per_pos_resets: list[str] = []
+        m.accepted_per_position = [
+            _delta(f"accepted_per_pos[{i}]", b.accepted_per_pos.get(i), a.accepted_per_pos.get(i, 0.0),
+                   per_pos_resets) or 0.0 for i in range(k)]
+        resets += per_pos_resets
+    m.generation_tokens = _delta("generation_tokens", b.generation_tokens, a.generation_tokens, resets)
+    m.requests_finished = _delta("request_success", b.request_success, a.request_success, resets)
+    _tpot(m, b, a, resets)
+    m.kv_cache_usage, m.requests_running, m.requests_waiting = a.kv_cache_usage, a.requests_running, a.requests_waiting
+    if resets:
+        m.counter_reset = True
+        m.reset_counters = sorted(set(resets))
+        m.notes.append(f"counter reset in the window ({', '.join(m.reset_counters)}): the engine restarted; "
+                       "post-restart values are used as the deltas")
+    return fill_rates(m)
+
+
+def _tpot(m: Measurement, b: GroupValues, a: GroupValues, resets: list[str]) -> None:
+    if not a.tpot_buckets:
+        return
+    went_down = any(a.tpot_buckets.get(le, 0.0) < b.tpot_buckets.get(le, 0.0) for le in a.tpot_buckets)
+    if went_down:
+        resets.append("request_time_per_output_token_seconds")
+        buckets = dict(a.tpot_buckets)
+        count, total = a.tpot_count, a.tpot_sum
+    else:
+        buckets = {le: c - b.tpot_buckets.get(le, 0.0) for le, c in a.tpot_buckets.items()}
+        count = None if a.tpot_count is None else a.tpot_count - (b.tpot_count or 0.0)
+        total = None if a.tpot_sum is None else a.tpot_sum - (b.tpot_sum or 0.0)
+    set_tpot(m, buckets, count, total)
+
+
+def set_tpot(m: Measurement, buckets: dict[float, float], count: float | None, total: float | None) -> None:
+    m.tpot_p50 = histogram_quantile(0.5, buckets)
+    m.tpot_p90 = histogram_quantile(0.9, buckets)
+    m.tpot_p99 = histogram_quantile(0.99, buckets)
+    m.tpot_mean = _ratio(total, count)
+    if m.tpot_p50 is None:
+        m.notes.append("no finished requests with more than one output token in the window: TPOT undefined")
+
+
+def all_deltas(before: Snapshot, after: Snapshot) -> dict[str, Measurement]:
+    return {g: delta(before, after, g) for g in after.groups}
+
+
+def pick_group(snapshot: Snapshot, wanted: str | None) -> str:
+    """The group to report: ``wanted`` if given, else the only one; an error when ambiguous or absent."""
+    if snapshot.vllm_series == 0:
+        raise MeasurementError(f"{snapshot.source} exports no vllm:* metrics (engine started with "
+                               "--disable-log-stats, or not a vLLM server)",
+                               "start vLLM without --disable-log-stats and point at its /metrics")
+    groups = sorted(snapshot.groups)
+    if wanted:
+        if wanted in snapshot.groups:
+            return wanted
+        from specops.errors import did_you_mean
+
+        raise MeasurementError(f'{snapshot.source} has no series for "{wanted}".{did_you_mean(wanted, groups)} '
+                               f"(groups: {', '.join(groups)})",
+                               "pass --served-name with the model name the engine serves")
+    if len(groups) == 1:
+        return groups[0]
+    raise MeasurementError(f"{snapshot.source} serves several models ({', '.join(groups)})",
+                           "pick one with --served-name")
+
+
+def require_speculation(m: Measurement, where: str) -> None:
+    """Fail closed when a measurement that should hold spec-decode counters does not."""
+    if not m.speculation:
+        raise MeasurementError(f"{where} exports no vllm:spec_decode_* counters for \"{m.deployment}\" "
+                               "(speculation is not configured, or the engine runs with --disable-log-stats)",
+                               "enable speculation (--speculative-config) and stats on that engine, "
+                               "or measure it as a baseline")
+
+
+def utc(ts: float) -> datetime:
+    from datetime import timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc)

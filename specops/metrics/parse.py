@@ -1,0 +1,95 @@
+"""Parse Prometheus text exposition from a vLLM ``/metrics`` endpoint into a :class:`Snapshot`.
+
+Uses ``prometheus_client.parser.text_string_to_metric_families``. vLLM exports colon names
+(``vllm:spec_decode_num_drafts_total``); an exporter scraped through OpenMetrics may show them with
+underscores (``vllm_spec_decode_...``), so both spellings are read. Samples are summed over the
+``engine`` label within a group (``specops_deployment`` where present, else ``model_name``).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from specops.errors import MeasurementError
+from specops.metrics.types import GroupValues, Snapshot
+
+# sample name (after the vllm: prefix) -> GroupValues field, for plain summed counters/gauges
+_SUMMED = {
+    "spec_decode_num_drafts_total": "num_drafts",
+    "spec_decode_num_draft_tokens_total": "num_draft_tokens",
+    "spec_decode_num_accepted_tokens_total": "num_accepted_tokens",
+    "generation_tokens_total": "generation_tokens",
+    "request_success_total": "request_success",
+    "request_time_per_output_token_seconds_count": "tpot_count",
+    "request_time_per_output_token_seconds_sum": "tpot_sum",
+    "num_requests_running": "requests_running",
+    "num_requests_waiting": "requests_waiting",
+}
+PER_POS = "spec_decode_num_accepted_tokens_per_pos_total"
+TPOT_BUCKET = "request_time_per_output_token_seconds_bucket"
+KV_USAGE = "kv_cache_usage_perc"
+
+
+def _short_name(name: str) -> str | None:
+    for prefix in ("vllm:", "vllm_"):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return None
+
+
+def group_of(labels: dict[str, str]) -> tuple[str, str]:
+    """(group, label) for a sample: specops_deployment wins over model_name."""
+    if labels.get("specops_deployment"):
+        return labels["specops_deployment"], "specops_deployment"
+    return labels.get("model_name", ""), "model_name"
+
+
+def parse_metrics_text(text: str, source: str = "", taken_at: datetime | None = None) -> Snapshot:
+    """Parse one scrape. Raises MeasurementError on text that is not Prometheus exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    taken_at = taken_at or datetime.now(timezone.utc)
+    groups: dict[str, GroupValues] = {}
+    count = 0
+    process_start = None
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise MeasurementError(f"{source or 'the metrics text'} is not Prometheus text format ({first[:120]})",
+                               "point --endpoint at a vLLM server (its /metrics page)") from None
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "process_start_time_seconds" and process_start is None:
+                process_start = datetime.fromtimestamp(float(sample.value), tz=timezone.utc)
+            short = _short_name(sample.name)
+            if short is None or sample.name.endswith("_created"):
+                continue
+            value = float(sample.value)
+            if math.isnan(value):
+                continue
+            count += 1
+            group, label = group_of(sample.labels)
+            if not group:  # engine-wide info series (cache_config_info, ...) belong to no model
+                continue
+            g = groups.get(group)
+            if g is None:
+                g = groups[group] = GroupValues(group=group, group_label=label)
+            _add(g, short, sample.labels, value)
+    return Snapshot(source=source, taken_at=taken_at, groups=groups, vllm_series=count,
+                    process_start=process_start)
+
+
+def _add(g: GroupValues, short: str, labels: dict[str, str], value: float) -> None:
+    field = _SUMMED.get(short)
+    if field is not None:
+        setattr(g, field, (getattr(g, field) or 0.0) + value)
+    elif short == PER_POS and "position" in labels:
+        pos = int(labels["position"])
+        g.accepted_per_pos[pos] = g.accepted_per_pos.get(pos, 0.0) + value
+    elif short == TPOT_BUCKET and "le" in labels:
+        le = float(labels["le"])  # "+Inf" parses to inf
+        g.tpot_buckets[le] = g.tpot_buckets.get(le, 0.0) + value
+    elif short == KV_USAGE:
+        g.kv_cache_usage = value if g.kv_cache_usage is None else max(g.kv_cache_usage, value)
