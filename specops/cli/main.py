@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "tune",
     "monitor",
     "retrain",
+    "heal",
     "kube",
 ]
 

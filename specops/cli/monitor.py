@@ -3,6 +3,11 @@
 Exit codes of `monitor --once`: 0 the cycle saw every deployment; 2 it could not see some (each is
 named on stderr) or the source failed. The loop itself runs until interrupted (130). `runbook run`
 exits 0 when it ran (whatever it found), 2 on bad input. Only typer and the stdlib are imported here.
+
+In a cluster (manifests/monitor/) the settings come from the environment: SPECOPS_LEADER_LEASE,
+SPECOPS_NAMESPACE and SPECOPS_POD_NAME elect one acting replica (specops.k8s.leader; the others
+observe only, and say so), SPECOPS_POLICY, SPECOPS_METRICS_PORT (served on all interfaces inside a
+pod, else 127.0.0.1; SPECOPS_METRICS_ADDR overrides), SPECOPS_PROMETHEUS_URL/_TOKEN, SPECOPS_DB.
 """
 
 from __future__ import annotations
@@ -45,10 +50,13 @@ def monitor(
 ) -> None:
     """Watch acceptance of every registered deployment, detect drift, tell its cause, act within a policy."""
     import logging
+    import os
 
     from specops.cli.output import check_format
     from specops.drift.service import MonitorOptions, Watcher
     from specops.errors import InputError
+    from specops.k8s.leader import leader_gate
+    from specops.retrain.lease import signals_as_exceptions
     from specops.registry import open_registry
     from specops.settings import setting
 
@@ -68,20 +76,32 @@ def monitor(
                           profile=setting("profile", profile), record_baseline=record_baseline,
                           baseline_hours=baseline_hours, retrain_data=setting("retrain_data"),
                           deployments=list(deployment) if deployment else None)
+    gate = leader_gate()
     reg = open_registry(db)
     watcher = Watcher(reg, opts)
+    if gate.lease:
+        watcher.monitor.use_gate(gate)
     if port is not None:
         from specops.drift.monitor import serve_metrics
 
-        serve_metrics(watcher.monitor.metrics, port)
-    if once:
-        report = watcher.once()
-        _show(report, output)
-        raise typer.Exit(report.exit_code)
-    typer.echo(f"watching {len(watcher.targets)} deployment(s) every {interval_s:g}s "
-               f"({'Prometheus ' + opts.prometheus_url if opts.prometheus_url else 'direct /metrics'}; "
-               f"policy {opts.policy}{', dry run' if dry_run else ''})", err=True)
-    watcher.run(on_report=lambda r: _show(r, output))
+        in_pod = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))  # probes and Prometheus reach the pod IP
+        serve_metrics(watcher.monitor.metrics, port, addr=str(setting("metrics_addr", None,
+                                                                      "0.0.0.0" if in_pod else "127.0.0.1")))
+    try:
+        with signals_as_exceptions():  # SIGTERM (pod deletion) still releases the lease
+            if once:
+                report = watcher.once()
+                _show(report, output)
+                raise typer.Exit(report.exit_code)
+            lease = f"; leader lease {gate.lease} as {gate.elector.identity}" if gate.lease else ""
+            typer.echo(f"watching {len(watcher.targets)} deployment(s) every {interval_s:g}s "
+                       f"({'Prometheus ' + opts.prometheus_url if opts.prometheus_url else 'direct /metrics'}; "
+                       f"policy {opts.policy}{', dry run' if dry_run else ''}{lease})", err=True)
+            if gate.lease:
+                gate.start()
+            watcher.run(on_report=lambda r: _show(r, output))
+    finally:
+        gate.close()
 
 
 def _show(report, output: str) -> None:

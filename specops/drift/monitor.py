@@ -10,6 +10,12 @@ transient errors.
 - The monitor's own metrics live in a dedicated ``CollectorRegistry`` (``MonitorMetrics``): cycle
   duration, last good cycle time, deployments unseen, actions taken; ``serve_metrics`` exposes them.
 - ``monitor_once`` is one cycle for cron (after replaying stored history to warm the detectors).
+- A leader ``gate`` (``specops.k8s.leader``: a Lease when several replicas run in a cluster) is
+  consulted at the start of each cycle. A replica that does not lead observes (fetches, updates its
+  detectors, reports findings) but never acts: no policy actions, no action events; its report has
+  ``leader: false`` with the gate's reason, ``specops_monitor_is_leader`` is 0, and ``leader``
+  tells the caller not to store anything either. ``on_elected`` runs each time it becomes the leader,
+  before it acts (e.g. to reload the action ledger the previous leader recorded).
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ class Clock(Protocol):
     def now(self) -> float: ...
     def monotonic(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
+
+
+class Gate(Protocol):
+    def is_leader(self) -> bool: ...
+    def status(self) -> str: ...
 
 
 class SystemClock:
@@ -64,6 +75,8 @@ class MonitorMetrics:
         self.actions = Counter("specops_monitor_actions", "Actions decided, by action and outcome.",
                                ["action", "outcome"], registry=self.registry)
         self.cycles = Counter("specops_monitor_cycles", "Cycles, by outcome.", ["outcome"], registry=self.registry)
+        self.is_leader = Gauge("specops_monitor_is_leader", "1 when this replica holds the leader lease (or needs "
+                               "none) and acts; 0 when it only observes.", registry=self.registry)
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest
@@ -96,6 +109,8 @@ class CycleReport(BaseModel):
     error: str | None = Field(None, description="Why the cycle failed.")
     queries: int | None = Field(None, description="Queries the source made, when it counts them.")
     notes: list[str] = Field(default_factory=list, description="Other things worth saying (baselines recorded).")
+    leader: bool = Field(True, description="Whether this replica led (held the leader lease, or needs none); "
+                         "a non-leader observes and takes no actions.")
 
     @property
     def exit_code(self) -> int:
@@ -108,15 +123,45 @@ class Monitor:
                  executor: ActionExecutor, clock: Clock, *, events: EventSink | None = None,
                  predictor: Predictor | None = None, break_even: BreakEven | None = None,
                  metrics: MonitorMetrics | None = None, interval_s: float = 60.0,
-                 backoff_base_s: float = 5.0, backoff_max_s: float = 300.0) -> None:
+                 backoff_base_s: float = 5.0, backoff_max_s: float = 300.0, gate: Gate | None = None,
+                 on_elected: Callable[[], object] | None = None) -> None:
         self.source, self.policy, self.clock = source, policy, clock
         self.metrics = metrics or MonitorMetrics()
+        self.gate, self.on_elected = None, on_elected
+        self.leader, self.leader_note = True, ""
+        self.use_gate(gate)
         self.interval_s, self.backoff_base_s, self.backoff_max_s = interval_s, backoff_base_s, backoff_max_s
         self.watches = {t.name: DeploymentWatch(t, policy.detection, policy.gamma, predictor, break_even, interval_s)
                         for t in targets}
         self.runner = ActionRunner(policy, executor, events, {t.name: t.restart_allowed for t in targets})
         self.failures = 0
         self.metrics.watched.set(len(self.watches))
+
+    def use_gate(self, gate: Gate | None, on_elected: Callable[[], object] | None = None) -> None:
+        """Act only while ``gate.is_leader()`` (None: always). Until the first cycle asks, not the leader."""
+        self.gate = gate
+        if on_elected is not None:
+            self.on_elected = on_elected
+        self.leader = gate is None
+        self.metrics.is_leader.set(1 if self.leader else 0)
+
+    def _check_leader(self) -> None:
+        if self.gate is None:
+            return
+        was, note = self.leader, ""
+        try:
+            now = bool(self.gate.is_leader())
+            if not now:
+                note = self.gate.status()
+        except Exception as exc:  # a gate that fails must not make this replica act
+            now, note = False, f"not the leader: the leader gate failed ({exc.__class__.__name__}: {exc})"
+        if now and not was and self.on_elected is not None:
+            try:
+                self.on_elected()
+            except Exception as exc:  # acting without the previous leader's ledger could act twice
+                now, note = False, f"not acting yet: elected, but {exc.__class__.__name__}: {exc}"
+        self.leader, self.leader_note = now, note
+        self.metrics.is_leader.set(1 if now else 0)
 
     def warm(self, history: Iterable[Observation]) -> None:
         """Replay stored observations (oldest first) through the detectors, without acting."""
@@ -127,6 +172,7 @@ class Monitor:
 
     def run_cycle(self) -> CycleReport:
         t0, at = self.clock.monotonic(), self.clock.now()
+        self._check_leader()
         names = list(self.watches)
         try:
             fetched = self.source.fetch(names)
@@ -162,7 +208,7 @@ class Monitor:
         return self._finish(report, t0)
 
     def _act(self, at: float, name: str, findings: list[Finding]) -> list[ActionRecord]:
-        if not findings:
+        if not findings or not self.leader:
             return []
         records = self.runner.apply(at, name, findings)
         for rec in records:
@@ -180,6 +226,9 @@ class Monitor:
 
     def _finish(self, report: CycleReport, t0: float) -> CycleReport:
         report.duration_s = max(0.0, self.clock.monotonic() - t0)
+        report.leader = self.leader
+        if not self.leader and self.leader_note:
+            report.notes.append(self.leader_note)
         m = self.metrics
         m.cycle_seconds.observe(report.duration_s)
         m.cycles.labels(report.outcome).inc()

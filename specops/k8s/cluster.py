@@ -48,6 +48,15 @@ def connect(api_client=None):
                              "to only render the manifests") from None
 
 
+def server_version(api_client=None, timeout_s: float = 5) -> tuple[str, str]:
+    """(API server URL, Kubernetes git version) of the current context, for `specops doctor`."""
+    from kubernetes import client
+
+    api = connect(api_client)
+    version = client.VersionApi(api).get_code(_request_timeout=timeout_s)
+    return api.configuration.host, version.git_version
+
+
 def is_managed(obj: dict) -> bool:
     meta = obj.get("metadata") or {}
     if (meta.get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGER:

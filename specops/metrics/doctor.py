@@ -136,18 +136,15 @@ def check_cluster() -> DoctorCheck:
     if not kubeconfig:
         return DoctorCheck(name="cluster", status="info", detail="no KUBECONFIG (local deployments only)")
     try:
-        from kubernetes import client
+        from specops.k8s.cluster import server_version
 
-        from specops.k8s.cluster import connect
-
-        api = connect()
-        version = client.VersionApi(api).get_code(_request_timeout=5)
+        host, version = server_version()
     except Exception as exc:  # noqa: BLE001
-        msg = exc.one_line() if hasattr(exc, "one_line") else exc.__class__.__name__
+        msg = getattr(exc, "message", None) or exc.__class__.__name__
         return DoctorCheck(name="cluster", status="problem", detail=f"cannot reach the cluster in {kubeconfig}: {msg}",
-                           fix="check KUBECONFIG and its current context (kubectl version)")
+                           fix=getattr(exc, "fix", None) or "check KUBECONFIG and its current context (kubectl version)")
     return DoctorCheck(name="cluster", status="ok",
-                       detail=f"{api.configuration.host} reachable (Kubernetes {version.git_version})")
+                       detail=f"{host} reachable (Kubernetes {version})")
 
 
 def doctor() -> list[DoctorCheck]:
