@@ -60,6 +60,6 @@ def recommend_command(
 
         typer.echo(dump_spec(to_deployment(plan, name)), nl=False)
         return
-    from specops.planner.show import print_plan
+    from specops.cli.plan_view import print_plan
 
     emit(plan, fmt, print_plan)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from specops.planner.types import Plan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specops.planner.types import Plan
 
 
 def print_plan(plan: Plan) -> None:
