@@ -56,8 +56,8 @@ def monitor(
     from specops.drift.service import MonitorOptions, Watcher
     from specops.errors import InputError
     from specops.k8s.leader import leader_gate
-    from specops.retrain.lease import signals_as_exceptions
     from specops.registry import open_registry
+    from specops.retrain.lease import signals_as_exceptions
     from specops.settings import setting
 
     check_format(output, ("table", "json"))
@@ -89,6 +89,8 @@ def monitor(
                                                                       "0.0.0.0" if in_pod else "127.0.0.1")))
     try:
         with signals_as_exceptions():  # SIGTERM (pod deletion) still releases the lease
+            if gate.lease:
+                gate.start()  # renews in the background, so a long cycle or action keeps the lease
             if once:
                 report = watcher.once()
                 _show(report, output)
@@ -97,8 +99,6 @@ def monitor(
             typer.echo(f"watching {len(watcher.targets)} deployment(s) every {interval_s:g}s "
                        f"({'Prometheus ' + opts.prometheus_url if opts.prometheus_url else 'direct /metrics'}; "
                        f"policy {opts.policy}{', dry run' if dry_run else ''}{lease})", err=True)
-            if gate.lease:
-                gate.start()
             watcher.run(on_report=lambda r: _show(r, output))
     finally:
         gate.close()

@@ -163,6 +163,20 @@ class Monitor:
         self.leader, self.leader_note = now, note
         self.metrics.is_leader.set(1 if now else 0)
 
+    def _still_leader(self) -> bool:
+        """Asked again right before acting: a slow fetch must not outlast the lease."""
+        if self.gate is None:
+            return True
+        try:
+            if self.gate.is_leader():
+                return True
+            self.leader_note = self.gate.status()
+        except Exception as exc:
+            self.leader_note = f"not the leader: the leader gate failed ({exc.__class__.__name__}: {exc})"
+        self.leader = False
+        self.metrics.is_leader.set(0)
+        return False
+
     def warm(self, history: Iterable[Observation]) -> None:
         """Replay stored observations (oldest first) through the detectors, without acting."""
         for obs in history:
@@ -208,7 +222,7 @@ class Monitor:
         return self._finish(report, t0)
 
     def _act(self, at: float, name: str, findings: list[Finding]) -> list[ActionRecord]:
-        if not findings or not self.leader:
+        if not findings or not self.leader or not self._still_leader():
             return []
         records = self.runner.apply(at, name, findings)
         for rec in records:

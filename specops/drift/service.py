@@ -6,6 +6,11 @@ baselines from the registry (:mod:`.fleet`), a ``MetricsSource`` (Prometheus for
 ``/metrics`` for the rest), the policy playbook, an ``EngineExecutor`` and the registry as event log.
 Each cycle's windows are stored in the registry (:class:`.store.HistoryStore`); ``once()`` replays
 the stored history first, so a cron job's detectors remember the previous runs.
+
+With a leader gate (``gate=``, or ``watcher.monitor.use_gate``: specops.k8s.leader) a replica that
+does not lead stores nothing: no windows (the leader stores them; two replicas would store each
+twice) and no baselines. When it becomes the leader it reloads the action ledger from the registry
+before acting, so it does not repeat what the previous leader just did.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class MonitorOptions(BaseModel):
 
 class Watcher:
     def __init__(self, reg, options: MonitorOptions, *, clock: Clock | None = None,
-                 metrics: MonitorMetrics | None = None, reader=None, executor=None) -> None:
+                 metrics: MonitorMetrics | None = None, reader=None, executor=None, gate=None) -> None:
         from specops.settings import specops_home
 
         self.reg, self.options, self.clock = reg, options, clock or SystemClock()
@@ -61,11 +66,14 @@ class Watcher:
         self.source = MetricsSource(self.rows, self.clock, reader=reader, window_s=options.interval_s,
                                     fingerprint=self.fps.of, state_path=specops_home() / "monitor" / "scrapes.json")
         self.timings: dict[str, float] = {}
-        self.recording = _Recording(self.source, self.store, self.timings)
+        self.recording = _Recording(self.source, self.store, self.timings, store_if=lambda: self.monitor.leader)
         self.monitor = Monitor(targets, self.recording, policy,
                                executor or EngineExecutor(reg, retrain_data=options.retrain_data), self.clock,
                                events=RegistryEvents(reg), metrics=metrics, interval_s=options.interval_s)
         restore_ledger(self.monitor.runner, reg, list(self.rows))
+        self.monitor.on_elected = lambda: restore_ledger(self.monitor.runner, reg, list(self.rows))
+        if gate is not None:
+            self.monitor.use_gate(gate)
 
     @property
     def targets(self) -> list[str]:
@@ -85,7 +93,7 @@ class Watcher:
         report = self.monitor.run_cycle()
         if wait_store or self.options.record_baseline:
             report.notes += [f"windows not stored: {e}" for e in self.recording.flush()]
-        if self.options.record_baseline and report.outcome in ("ok", "partial"):
+        if self.options.record_baseline and report.leader and report.outcome in ("ok", "partial"):
             now = self.clock.now()
             for name in report.seen:
                 try:
@@ -126,11 +134,12 @@ class _Recording:
     triple the cycle if stored inline). ``flush()`` waits for the writer; a cycle first waits for the
     previous cycle's writes, so the backlog never grows beyond one cycle."""
 
-    def __init__(self, inner: MetricsSource, store: HistoryStore, timings: dict[str, float]) -> None:
+    def __init__(self, inner: MetricsSource, store: HistoryStore, timings: dict[str, float],
+                 store_if: Callable[[], bool] = lambda: True) -> None:
         import queue
         import threading
 
-        self.inner, self.store, self.timings = inner, store, timings
+        self.inner, self.store, self.timings, self.store_if = inner, store, timings, store_if
         self.errors: list[str] = []
         self._q: queue.Queue = queue.Queue()
         threading.Thread(target=self._writer, daemon=True, name="specops-monitor-store").start()
@@ -166,7 +175,8 @@ class _Recording:
         t0 = time.perf_counter()
         out = self.inner.fetch(deployments)
         self.timings["fetch_s"] = time.perf_counter() - t0
-        self._q.put([o for o in out.values() if isinstance(o, Observation)])
+        if self.store_if():  # a replica that does not lead leaves storing to the leader
+            self._q.put([o for o in out.values() if isinstance(o, Observation)])
         return out
 
 
