@@ -1,0 +1,145 @@
+"""Day-2 operations on local deployments: status (health, uptime, live acceptance), logs, stop, restart.
+
+A deployment is found in the registry; its process identity (pid + start time) comes from the
+registry row, or from ``engine.json`` in its folder when the registry has none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops.engines import local
+from specops.engines.deploy import deploy_local, read_engine_file
+from specops.errors import InputError, NotFoundError
+from specops.settings import deployment_dir
+
+
+class DeploymentStatus(BaseModel):
+    """One deployment as it is now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Deployment name.")
+    platform: str = Field(description="local or kubernetes.")
+    status: str = Field(description="Registry status (pending/starting/running/stopped/failed/adopted).")
+    process: str = Field(description="running, gone, or - (not a local process).")
+    health: str = Field(description="ok, unreachable, HTTP <code>, or -.")
+    uptime_s: float | None = Field(None, description="Seconds since the server process started.")
+    endpoint: str | None = Field(None, description="Base URL.")
+    method: str | None = Field(None, description="Speculative method.")
+    num_speculative_tokens: int | None = Field(None, description="γ.")
+    num_drafts: float | None = Field(None, description="spec_decode num_drafts since start.")
+    num_draft_tokens: float | None = Field(None, description="spec_decode num_draft_tokens since start.")
+    num_accepted_tokens: float | None = Field(None, description="spec_decode num_accepted_tokens since start.")
+    accepted_per_pos: list[float] = Field(default_factory=list, description="Accepted tokens per position.")
+    acceptance_rate: float | None = Field(None, description="accepted / draft tokens since start (live).")
+    mean_acceptance_length: float | None = Field(None, description="1 + accepted / drafts.")
+    note: str | None = Field(None, description="Why something is missing.")
+
+
+def _open(registry):
+    if registry is not None:
+        return registry
+    from specops.registry import open_registry
+
+    return open_registry()
+
+
+def _identity(row) -> tuple[int | None, float | None]:
+    if row.pid:
+        return row.pid, row.pid_start_time
+    info = read_engine_file(row.name) or {}
+    return info.get("pid"), info.get("start_time")
+
+
+def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0) -> dict:
+    """The four vllm:spec_decode_* counters since the engine started, from /metrics, and the rates."""
+    from specops.metrics import scrape
+
+    snap = scrape(endpoint, timeout=timeout)
+    g = snap.groups.get(served_name or "") or (next(iter(snap.groups.values())) if len(snap.groups) == 1 else None)
+    if g is None or not g.has_spec:
+        return {"note": "no spec_decode counters (speculation off)"}
+    out = {"num_drafts": g.num_drafts, "num_draft_tokens": g.num_draft_tokens,
+           "num_accepted_tokens": g.num_accepted_tokens,
+           "accepted_per_pos": [g.accepted_per_pos[k] for k in sorted(g.accepted_per_pos)]}
+    if g.num_draft_tokens:
+        out["acceptance_rate"] = round(g.num_accepted_tokens / g.num_draft_tokens, 4)
+        out["mean_acceptance_length"] = round(1 + g.num_accepted_tokens / g.num_drafts, 4)
+    else:
+        out["note"] = "no drafts yet (send a request)"
+    return out
+
+
+def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
+    """Status of one deployment or all of them."""
+    import httpx
+
+    from specops.errors import SpecopsError
+
+    reg = _open(registry)
+    rows = [reg.get_deployment(name)] if name else reg.list_deployments()
+    out = []
+    for row in rows:
+        st = DeploymentStatus(name=row.name, platform=row.platform, status=row.status, process="-", health="-",
+                              endpoint=row.endpoint, method=row.method,
+                              num_speculative_tokens=row.num_speculative_tokens)
+        if row.platform == "local":
+            pid, start = _identity(row)
+            running = local.alive(pid, start)
+            st.process = "running" if running else "gone"
+            if running and start is not None:
+                st.uptime_s = round(local.uptime_s(start), 1)
+            if running and row.endpoint:
+                try:
+                    code = httpx.get(row.endpoint + "/health", timeout=3.0).status_code
+                    st.health = "ok" if code == 200 else f"HTTP {code}"
+                except httpx.HTTPError:
+                    st.health = "unreachable"
+                if st.health == "ok":
+                    try:
+                        st = st.model_copy(update=live_acceptance(row.endpoint, row.served_model_name))
+                    except SpecopsError as exc:
+                        st.note = exc.message
+        out.append(st)
+    return out
+
+
+def log_path(name: str) -> Path:
+    p = deployment_dir(name) / "engine.log"
+    if not p.is_file():
+        raise NotFoundError(f"deployment {name} has no engine log", "deploy it first with `specops deploy SPEC`")
+    return p
+
+
+def tail(name: str, lines: int = 50) -> list[str]:
+    return log_path(name).read_text(errors="replace").splitlines()[-lines:]
+
+
+def stop(name: str, *, grace_s: float = 30.0, registry=None, progress: local.Progress | None = None) -> str:
+    """Stop the local engine of ``name`` (only the process specops started). Returns how it ended."""
+    reg = _open(registry)
+    row = reg.get_deployment(name)
+    if row.platform != "local":
+        raise InputError(f"deployment {name} runs on {row.platform}, not as a local process",
+                         "scale it down with kubectl or `specops rollback`")
+    pid, start = _identity(row)
+    how = local.stop_group(pid, start, grace_s=grace_s, progress=progress) if pid else "not running"
+    (deployment_dir(name) / "engine.json").unlink(missing_ok=True)
+    local.remove_tmpdir_link(deployment_dir(name))
+    reg.set_deployment_status(name, "stopped", pid=None, pid_start_time=None)
+    return how
+
+
+def restart(name: str, *, registry=None, progress: local.Progress | None = None, check: bool = False):
+    """Stop, then deploy again from the spec saved at the last deploy (warm compile cache)."""
+    from specops.engines.spec import load_spec
+
+    spec_file = deployment_dir(name) / "spec.yaml"
+    if not spec_file.is_file():
+        raise NotFoundError(f"deployment {name} has no saved spec", "deploy it with `specops deploy SPEC`")
+    reg = _open(registry)
+    stop(name, registry=reg, progress=progress)
+    return deploy_local(load_spec(spec_file), spec_path=spec_file, registry=reg, progress=progress, check=check)

@@ -1,0 +1,182 @@
+"""Real vLLM engines on CPU, started and stopped through the `specops` CLI (no mocks).
+
+Three successful starts in all (each ≈60 s on 2 shared cores with --enforce-eager, ≈170 s without): n-gram, draft_model and no speculation,
+all float32 so that greedy outputs can be compared exactly (bf16 batched verification can flip an
+argmax). Plus one engine that dies while loading its (corrupt) weights.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.engine
+
+PROMPTS = [
+    "def fibonacci(n):\n    ",
+    "import os\nimport sys\n\n\ndef main():\n",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    "    for key, value in sorted(mapping.items()):\n        if key",
+    "# Copyright (C) 2001 Python Software Foundation\n\"\"\"Utilities for",
+]
+MAX_TOKENS = 32
+START_TIMEOUT = 900
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_spec(tmp_path: Path, name: str, target: Path, *, method: str = "none", draft: Path | None = None,
+                port: int, api_key_env: str | None = None, extra: str = "") -> Path:
+    lines = [f"name: {name}", f"target: {{model: {target}}}"]
+    if draft:
+        lines.append(f"draft: {{model: {draft}}}")
+    if method == "ngram":
+        lines.append("speculative: {method: ngram, num_speculative_tokens: 3, prompt_lookup_max: 3}")
+    elif method != "none":
+        lines.append(f"speculative: {{method: {method}, num_speculative_tokens: 3}}")
+    lines.append("engine: {max_model_len: 512, dtype: float32, max_num_seqs: 8, enforce_eager: true}")
+    serve = f"port: {port}" + (f", api_key: {{env: {api_key_env}}}" if api_key_env else "")
+    lines.append(f"serve: {{{serve}}}")
+    lines.append(f"local: {{startup_timeout_s: {START_TIMEOUT}}}")
+    p = tmp_path / f"{name}.yaml"
+    p.write_text("\n".join(lines) + "\n" + extra)
+    return p
+
+
+def _complete(endpoint: str, served: str, key: str | None = None) -> list[str]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    out = []
+    for prompt in PROMPTS:
+        r = httpx.post(endpoint + "/v1/completions", headers=headers, timeout=300,
+                       json={"model": served, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
+                             "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        out.append(r.json()["choices"][0]["text"])
+    return out
+
+
+def _counters(endpoint: str, served: str) -> dict:
+    from specops.engines.manage import live_acceptance
+
+    return live_acceptance(endpoint, served)
+
+
+def _engine_pids(home: Path) -> list[int]:
+    """Every process whose environment points VLLM_CACHE_ROOT into this test's SPECOPS_HOME."""
+    marker = f"VLLM_CACHE_ROOT={home}/cache/".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _deploy(cli, spec: Path, env: dict | None = None, check: bool = False):
+    """Deploy through the CLI; vLLM's own pre-launch check (10-40 s) only where asked."""
+    r = cli("deploy", str(spec), *([] if check else ["--no-check"]), env=env, timeout=START_TIMEOUT + 120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def _stop(cli, name: str, home: Path) -> None:
+    r = cli("stop", name, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _engine_pids(home) == [], "engine processes survived `specops stop`"
+
+
+def test_ngram_engine_serves_counts_speculation_and_stops_with_no_orphans(cli, tiny_models, engine_lock,
+                                                                         tmp_path, specops_home):
+    port = _free_port()
+    spec = _write_spec(tmp_path, "tiny-ngram", tiny_models["target-v1"], method="ngram", port=port,
+                       api_key_env="TINY_NGRAM_KEY")
+    env = {"TINY_NGRAM_KEY": "sk-tiny-secret"}
+    r = _deploy(cli, spec, env, check=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        assert "registered target target-v1@" in r.stdout
+        assert httpx.post(endpoint + "/v1/completions", json={"model": "tiny-ngram", "prompt": "x"},
+                          timeout=60).status_code == 401  # the key reached vLLM through VLLM_API_KEY
+        before = _counters(endpoint, "tiny-ngram")
+        texts = _complete(endpoint, "tiny-ngram", key="sk-tiny-secret")
+        after = _counters(endpoint, "tiny-ngram")
+        assert all(t for t in texts)
+        for c in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+            assert after[c] > before.get(c, 0), (c, before, after)
+        assert sum(after["accepted_per_pos"]) == after["num_accepted_tokens"] and len(after["accepted_per_pos"]) == 3
+        st = cli("status", "tiny-ngram", "-o", "json")
+        row = json.loads(st.stdout)[0]
+        assert row["process"] == "running" and row["health"] == "ok" and row["uptime_s"] > 0
+        assert 0 < row["acceptance_rate"] <= 1 and row["method"] == "ngram"
+        logs = cli("logs", "tiny-ngram", "-n", "200")
+        assert logs.returncode == 0 and "sk-tiny-secret" not in logs.stdout
+        db = sqlite3.connect(specops_home / "specops.db")
+        argv, status = db.execute("select argv_redacted, status from deployment where name='tiny-ngram'").fetchone()
+        assert status == "running" and "sk-tiny-secret" not in argv
+    finally:
+        _stop(cli, "tiny-ngram", specops_home)
+    assert json.loads(cli("status", "tiny-ngram", "-o", "json").stdout)[0]["status"] == "stopped"
+
+
+def test_draft_model_speculation_is_lossless_against_no_speculation(cli, tiny_models, engine_lock, tmp_path,
+                                                                    specops_home):
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    spec = _write_spec(tmp_path, "tiny-draft", tiny_models["target-v1"], method="draft_model",
+                       draft=tiny_models["draft-v1"], port=port)
+    r = _deploy(cli, spec)
+    try:
+        assert "registered draft draft-v1@" in r.stdout
+        with_spec = _complete(endpoint, "tiny-draft")
+        c = _counters(endpoint, "tiny-draft")
+        assert c["num_drafts"] > 0 and c["num_draft_tokens"] == 3 * c["num_drafts"]
+        assert 0 < c["num_accepted_tokens"] <= c["num_draft_tokens"]
+        print(f"\ndraft_model γ=3 acceptance on {len(PROMPTS)} code prompts: {c.get('acceptance_rate')}")
+    finally:
+        _stop(cli, "tiny-draft", specops_home)
+    spec = _write_spec(tmp_path, "tiny-plain", tiny_models["target-v1"], port=port)
+    _deploy(cli, spec)
+    try:
+        without = _complete(endpoint, "tiny-plain")
+        assert "no spec_decode counters" in _counters(endpoint, "tiny-plain")["note"]
+    finally:
+        _stop(cli, "tiny-plain", specops_home)
+    assert with_spec == without
+
+
+def test_engine_that_dies_while_loading_reports_its_log_and_leaves_nothing_running(cli, tiny_models, engine_lock,
+                                                                                  tmp_path, specops_home):
+    broken = tmp_path / "broken-target"
+    shutil.copytree(tiny_models["target-v1"], broken)
+    weights = next(broken.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:4096])  # truncated: the header promises more than is there
+    spec = _write_spec(tmp_path, "tiny-broken", broken, port=_free_port())
+    r = cli("deploy", str(spec), timeout=START_TIMEOUT + 120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "exited during start-up" in err and "To fix:" in err
+    assert "last log lines" in err
+    assert _engine_pids(specops_home) == []
+    from specops.engines.local import tmpdir_for
+
+    tmp_link = tmpdir_for(specops_home / "deployments" / "tiny-broken")
+    assert not tmp_link.is_symlink() or tmp_link == specops_home / "deployments" / "tiny-broken" / "tmp"
+    written = {p.relative_to(specops_home).parts[0] for p in specops_home.rglob("*")}
+    deployments = {p.name for p in (specops_home / "deployments").iterdir()}
+    assert written <= {"deployments", "cache", "specops.db", "specops.db-wal", "specops.db-shm"}
+    assert deployments == {"tiny-broken"}
+    db = sqlite3.connect(specops_home / "specops.db")
+    assert db.execute("select status, pid from deployment where name='tiny-broken'").fetchone() == ("failed", None)
