@@ -134,19 +134,20 @@ def tree(db: Optional[str] = DB, output: str = OUTPUT) -> None:
         data.append({"ref": t.ref, "drafts": drafts, "deployments": plain})
 
     def render(d):
+        from rich.markup import escape
         from rich.tree import Tree
 
         from specops.cli.output import console
 
         root = Tree("registry")
         for t in d:
-            tn = root.add(f"[bold]{t['ref']}[/bold] (target)")
+            tn = root.add(f"[bold]{escape(t['ref'])}[/bold] (target)")
             for dep in t["deployments"]:
-                tn.add(f"deployment {dep['name']} [{dep['status']}] (no draft)")
+                tn.add(escape(f"deployment {dep['name']} [{dep['status']}] (no draft)"))
             for dr in t["drafts"]:
-                dn = tn.add(f"{dr['ref']} ({dr['method']})")
+                dn = tn.add(escape(f"{dr['ref']} ({dr['method']})"))
                 for dep in dr["deployments"]:
-                    dn.add(f"deployment {dep['name']} [{dep['status']}]")
+                    dn.add(escape(f"deployment {dep['name']} [{dep['status']}]"))
         console().print(root)
     _emit(data, output, render)
 

@@ -112,3 +112,14 @@ def test_prune_is_a_dry_run_unless_applied(cli, specops_home):
     assert "would delete 1 measurements" in dry.stdout and "--apply" in dry.stdout
     done = json.loads(_ok(cli("lineage", "prune", "--apply", "--output", "json")).stdout)
     assert (done["dry_run"], done["deleted"], done["remaining"]) == (False, 1, 0)
+
+
+def test_tree_shows_deployments_with_their_status(cli, folders):
+    from specops.registry import open_registry
+
+    _ok(cli("lineage", "register-target", str(folders["t1"]), "--name", "tiny", "--version", "1"))
+    _ok(cli("lineage", "register-draft", str(folders["draft"]), "--target", "tiny@1"))
+    open_registry().upsert_deployment("svc", platform="local", status="running", target_ref="tiny@1",
+                                      draft_ref="draft@v1", method="draft_model")
+    out = _ok(cli("lineage", "tree")).stdout
+    assert "deployment svc [running]" in out

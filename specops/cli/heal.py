@@ -1,0 +1,79 @@
+"""`specops heal`: retrain a local deployment's stale draft, validate it, canary it, promote or roll back.
+
+Exit codes: 0 the run ended (promoted, or rolled back with the reason printed); 2 bad input, a heal
+or retraining job already running for the deployment (the holder is named), or a step failed (the
+incumbent keeps serving); 130 interrupted (the incumbent keeps serving, the leases are released).
+Only typer and the stdlib are imported here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("heal")(heal)
+
+
+def heal(
+    deployment: str = typer.Option(..., "--deployment", "-d", help="Local deployment to heal."),
+    data: Optional[str] = typer.Option(None, "--data", help="JSONL prompts file ({\"prompt\": ...} per line)."),
+    from_traffic: bool = typer.Option(False, "--from-traffic", help="Use the deployment's recorded prompts "
+                                      "($SPECOPS_HOME/deployments/NAME/prompts.jsonl)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; run nothing, take no lease."),
+    params: Optional[str] = typer.Option(None, "--params", help="Local backend parameters as JSON, e.g. "
+                                         "'{\"steps\": 300}' (see docs/retrain.md)."),
+    heldout: int = typer.Option(8, "--heldout", help="Prompts kept out of training: the held-out check and the "
+                                "canary's prompt set."),
+    min_gain: float = typer.Option(0.05, "--min-gain", help="Acceptance gain over the incumbent needed to promote."),
+    floor: float = typer.Option(0.0, "--floor", help="Acceptance rate the candidate must reach anyway."),
+    max_tokens: int = typer.Option(48, "--max-tokens", help="Tokens generated per canary prompt."),
+    handover: str = typer.Option("restart", "--handover", help="restart: restart the deployment on its port with "
+                                 "the new draft; adopt: the canary engine becomes the deployment (no extra start, "
+                                 "new port)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (recorded in the event log)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Registry URL or SQLite path."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+) -> None:
+    """Heal a stale draft: retrain it, validate, canary against the incumbent, promote or roll back."""
+    from specops.cli.output import check_format, emit
+    from specops.errors import InputError
+    from specops.heal import heal as run
+    from specops.registry import open_registry
+
+    check_format(output, ("table", "json"))
+    try:
+        extra = json.loads(params) if params else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--params is not JSON: {exc.msg}", "pass a JSON object, e.g. '{\"steps\": 300}'") from None
+    if not isinstance(extra, dict):
+        raise InputError("--params must be a JSON object", "pass e.g. '{\"steps\": 300}'")
+    progress = (lambda m: typer.echo(f"  … {m}", err=True)) if output == "table" else None
+    with open_registry(db) as reg:
+        outcome = run(deployment, data=data, from_traffic=from_traffic, params=extra, heldout=heldout,
+                      min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run,
+                      reason=reason, registry=reg, progress=progress)
+    emit(outcome, output, _table)
+
+
+def _table(o) -> None:
+    echo = typer.echo
+    if o.status == "dry-run":
+        echo(f"dry run: heal of {o.deployment} (target {o.live_target}, incumbent {o.incumbent_draft}) would run:")
+        for i, line in enumerate(o.plan, 1):
+            echo(f"  {i}. {line}")
+        return
+    for s in o.steps:
+        echo(f"{s.step:<17} {s.status:<7} {s.seconds:>6.1f}s  {s.detail}")
+    c = o.canary
+    if c is not None:
+        inc = f"{c.incumbent.acceptance.acceptance_rate:.3f}" if c.incumbent else "-"
+        echo(f"canary acceptance (engine counters, {c.candidate_run.acceptance.num_prompts} prompts): incumbent "
+             f"{c.incumbent.draft if c.incumbent else '-'} {inc}, candidate {c.candidate} "
+             f"{c.candidate_run.acceptance.acceptance_rate:.3f}")
+    echo(f"{o.deployment}: {o.status}; serving {o.serving_draft} at {o.endpoint} ({o.seconds:.0f}s)")
+    if o.reason:
+        echo(f"reason: {o.reason}")

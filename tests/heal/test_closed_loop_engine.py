@@ -1,0 +1,154 @@
+"""The closed loop on the real CPU engine (CI variant of scripts/closed_loop.py; no mocks, direct
+/metrics instead of Prometheus). Three engine starts: target-v1 + draft-v1 (baseline), target-v2
+pushed into the served folder and restarted (the monitor flags the drop, the runbook names the changed
+target), and the canary with the distilled draft, which the promotion adopts. The distillation is
+short (40 prompts, 150 steps) and acceptance is compared through each engine's own counters."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specops.engines import local
+from specops.registry import open_registry
+from specops.retrain.prompts import write_prompts
+from tests.retrain.minimodels import prose_prompts
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+PARAMS = {"steps": 150, "threads": 1, "max_new_tokens": 48, "batch_size": 16, "lr": 2e-3}
+CODE = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main():\n",
+        "    for key, value in sorted(mapping.items()):\n        if key", "def read_config(path):\n    with open(path) as f:\n"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ok(r):
+    if r.returncode != 0:
+        pytest.fail(f"exit {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}", pytrace=False)
+    return r
+
+
+def _traffic(endpoint: str, prompts: list[str]) -> None:
+    for p in prompts:
+        r = httpx.post(endpoint + "/v1/completions", timeout=300,
+                       json={"model": "tiny", "prompt": p, "max_tokens": 48, "temperature": 0, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+
+
+def _swap(src: Path, dst: Path) -> None:
+    for p in dst.iterdir():
+        p.unlink() if p.is_file() else shutil.rmtree(p)
+    for p in src.iterdir():
+        if p.is_file():
+            shutil.copy2(p, dst / p.name)
+
+
+def _monitor(cli, t0: float, *extra: str):
+    window = str(math.ceil(time.time() - t0 + 2))
+    return _ok(cli("monitor", "--once", "--interval", window, "--dry-run", "--deployment", "loop", *extra,
+                   timeout=300))
+
+
+def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recovers(cli, tmp_path, tiny_models,
+                                                                                   engine_lock):
+    t_begin = time.monotonic()
+    models = tmp_path / "models"
+    for n in ("target-v1", "draft-v1", "target-v2"):
+        shutil.copytree(tiny_models[n], models / n)
+    served = tmp_path / "serve" / "target"
+    shutil.copytree(models / "target-v1", served)
+    with open_registry() as reg:
+        reg.register_target(str(served), name="tiny", version="1")
+        reg.register_target(str(models / "target-v2"), name="tiny", version="2")
+        reg.register_draft(str(models / "draft-v1"), target="tiny@1", name="tiny-draft", version="1",
+                           method="draft_model")
+    port = _free_port()
+    spec = tmp_path / "loop.yaml"
+    spec.write_text(f"name: loop\ntarget: {{model: {served}, ref: tiny@1}}\n"
+                    f"draft: {{model: {models / 'draft-v1'}, ref: tiny-draft@1}}\n"
+                    "speculative: {method: draft_model, num_speculative_tokens: 3}\n"
+                    "engine: {max_model_len: 512, dtype: bfloat16, max_num_seqs: 4}\n"
+                    f"serve: {{port: {port}, served_model_name: tiny}}\nlocal: {{startup_timeout_s: 900}}\n")
+    endpoint = f"http://127.0.0.1:{port}"
+    traffic = prose_prompts(6, offset=3000, stride=700) + CODE
+    data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(8, offset=21000, stride=1400),
+                         tmp_path / "prompts.jsonl")
+    timings = {}
+    try:
+        t = time.monotonic()
+        _ok(cli("deploy", str(spec), "--no-check", timeout=1200))  # engine start 1
+        timings["deploy v1"] = time.monotonic() - t
+        t0 = time.time()
+        for i in range(2):  # two healthy windows, then the baseline from them
+            _traffic(endpoint, traffic)
+            r = _monitor(cli, t0, *(["--record-baseline"] if i else []))
+            t0 = time.time()
+        assert "loop: baseline recorded" in r.stdout, r.stdout
+
+        _ok(cli("stop", "loop", timeout=300))
+        _swap(models / "target-v2", served)  # the fine-tuned target pushed under the same path
+        t = time.monotonic()
+        _ok(cli("deploy", str(spec), "--no-check", "--force", "--reason", "target pushed without its draft",
+                timeout=1200))  # engine start 2
+        timings["restart with v2"] = time.monotonic() - t
+        t0 = time.time()
+        _traffic(endpoint, traffic)
+        r = _monitor(cli, t0)
+        assert "CHANGED_MODEL: loop: the live target" in r.stdout, r.stdout
+        r = _ok(cli("runbook", "run", "acceptance-drop", "--deployment", "loop", timeout=300))
+        assert "now holds tiny@2" in r.stdout and "tiny-draft@1 was trained against tiny@1" in r.stdout, r.stdout
+
+        t = time.monotonic()
+        r = _ok(cli("heal", "--deployment", "loop", "--data", str(data), "--params", json.dumps(PARAMS),
+                    "--min-gain", "0.15", "--handover", "adopt", "--output", "json", timeout=1800))  # start 3
+        timings["heal"] = time.monotonic() - t
+        out = json.loads(r.stdout)
+        print(json.dumps({k: round(v, 1) for k, v in timings.items()}),
+              [(s["step"], s["seconds"]) for s in out["steps"]])
+        assert out["status"] == "promoted", out["reason"]
+        assert [s["step"] for s in out["steps"]] == ["resolve-target", "retrain", "train-validation", "canary",
+                                                      "promote"]
+        c = out["canary"]
+        stale = c["incumbent"]["acceptance"]["acceptance_rate"]
+        fresh = c["candidate_run"]["acceptance"]["acceptance_rate"]
+        print(f"engine counters, {c['candidate_run']['acceptance']['num_prompts']} held-out prompts: "
+              f"stale draft {stale:.3f} -> distilled {fresh:.3f}")
+        assert c["incumbent"]["acceptance"]["num_draft_tokens"] > 100
+        assert fresh >= stale + 0.15
+        new = out["candidate_draft"]
+        assert out["serving_draft"] == new and out["live_target"] == "tiny@2"
+
+        with open_registry() as reg:
+            row = reg.get_deployment("loop")
+            assert row.status == "running" and local.alive(row.pid, row.pid_start_time)
+            assert row.draft_ref == new and row.target_ref == "tiny@2" and row.endpoint == c["canary_endpoint"]
+            assert reg.get_deployment("loop-canary").status == "stopped"
+            assert reg.check_lineage("tiny@2", new).ok
+            kinds = {e.kind for e in reg.events(subject="loop", limit=200)}
+            assert {"heal.started", "heal.target", "heal.step", "heal.promoted", "heal.finished",
+                    "retrain.decision"} <= kinds
+            assert [j.status for j in reg.retrain_jobs(limit=10) if j.status == "running"] == []
+        # the promoted engine serves the new draft, and its own counters show the recovery
+        _traffic(row.endpoint, traffic[:3])
+        tree = json.loads(_ok(cli("lineage", "tree", "--output", "json")).stdout)
+        by_ref = {t["ref"]: t for t in tree}
+        assert [d["ref"] for d in by_ref["tiny@1"]["drafts"]] == ["tiny-draft@1"]
+        v2 = {d["ref"]: d for d in by_ref["tiny@2"]["drafts"]}
+        assert {"name": "loop", "status": "running"} in v2[new]["deployments"]
+        print(_ok(cli("lineage", "tree")).stdout)
+        print(f"CI closed loop: {time.monotonic() - t_begin:.0f}s in all")
+    finally:
+        cli("stop", "loop", timeout=300)
+        cli("stop", "loop-canary", timeout=300)
