@@ -50,3 +50,23 @@ def run_steps(pipe: Pipeline, work_dir: str | Path, env: dict[str, str] | None =
         if rc != 0:
             raise EngineError(f"step {i} ({' '.join(argv[:3])} ...) exited with {rc}; see {log}",
                               "read the log; these steps need a GPU host with the trainer installed")
+
+
+class PipelineBackend:
+    """Shared behaviour of backends that run an external trainer as a sequence of processes
+    (speculators, SpecForge): subclasses define ``pipeline(ctx)`` and ``result(ctx, pipe, dry_run)``."""
+
+    def pipeline(self, ctx) -> Pipeline:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def result(self, ctx, pipe: Pipeline, dry_run: bool = False):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def plan(self, ctx) -> list[list[str]]:
+        return self.pipeline(ctx).commands
+
+    def run(self, ctx, on_step=None):
+        """Run the steps as local processes (a GPU host with the trainer installed)."""
+        pipe = self.pipeline(ctx)
+        run_steps(pipe, ctx.work_dir)
+        return self.result(ctx, pipe)

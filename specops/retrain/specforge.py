@@ -28,8 +28,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.errors import InputError
-from specops.retrain.backends import StepCallback, TrainContext, package_versions
-from specops.retrain.pipeline import Pipeline, run_steps
+from specops.retrain.backends import TrainContext, package_versions
+from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
 from specops.retrain.types import TrainResult
 
@@ -89,7 +89,7 @@ def run_config(ctx: TrainContext, p: SpecForgeParams) -> dict:
     }
 
 
-class SpecForgeBackend:
+class SpecForgeBackend(PipelineBackend):
     name = "specforge"
     method = "eagle3"
 
@@ -109,14 +109,6 @@ class SpecForgeBackend:
                  "draft-config.json": json.dumps(draft_config(ctx.target_dir), indent=2) + "\n"}
         return Pipeline(files=files, commands=[respond, train, export], output_dir=f"{work}/draft")
 
-    def plan(self, ctx: TrainContext) -> list[list[str]]:
-        return self.pipeline(ctx).commands
-
-    def run(self, ctx: TrainContext, on_step: StepCallback | None = None) -> TrainResult:
-        """Run the steps as local processes (a GPU host with SGLang, Mooncake and specforge installed)."""
-        pipe = self.pipeline(ctx)
-        run_steps(pipe, ctx.work_dir)
-        return self.result(ctx, pipe)
 
     def result(self, ctx: TrainContext, pipe: Pipeline, dry_run: bool = False) -> TrainResult:
         p = SpecForgeParams(**ctx.params)

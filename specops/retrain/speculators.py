@@ -30,8 +30,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specops.retrain.backends import StepCallback, TrainContext, package_versions
-from specops.retrain.pipeline import Pipeline, run_steps
+from specops.retrain.backends import TrainContext, package_versions
+from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
 from specops.retrain.types import TrainResult
 
@@ -73,7 +73,7 @@ def convert_command(checkpoint: str, verifier: str, output_path: str, norm_befor
     return argv
 
 
-class SpeculatorsBackend:
+class SpeculatorsBackend(PipelineBackend):
     name = "speculators"
     method = "eagle3"
 
@@ -113,14 +113,6 @@ class SpeculatorsBackend:
         return Pipeline(files={"prompts.jsonl": lines}, commands=[regen, prep, offline, train],
                         output_dir=f"{ckpt}/checkpoint_best")
 
-    def plan(self, ctx: TrainContext) -> list[list[str]]:
-        return self.pipeline(ctx).commands
-
-    def run(self, ctx: TrainContext, on_step: StepCallback | None = None) -> TrainResult:
-        """Run the steps as local processes (GPU host with vLLM and speculators installed)."""
-        pipe = self.pipeline(ctx)
-        run_steps(pipe, ctx.work_dir)
-        return self.result(ctx, pipe)
 
     def result(self, ctx: TrainContext, pipe: Pipeline, dry_run: bool = False) -> TrainResult:
         p = SpeculatorsParams(**ctx.params)
