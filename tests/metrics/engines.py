@@ -25,9 +25,14 @@ def free_port() -> int:
 
 def engine_env(tmp: Path) -> dict:
     env = dict(os.environ)
-    (tmp / "tmp").mkdir(parents=True, exist_ok=True)
+    short_tmp = tmp / "tmp"
+    if len(str(short_tmp)) > 60:  # vLLM's ZeroMQ ipc socket paths must fit in 107 bytes
+        import tempfile
+
+        short_tmp = Path(tempfile.mkdtemp(prefix="so-eng-", dir="/tmp"))
+    short_tmp.mkdir(parents=True, exist_ok=True)
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-                "VLLM_CPU_KVCACHE_SPACE": "1", "TMPDIR": str(tmp / "tmp"), "VLLM_CACHE_ROOT": str(tmp / "cache")})
+                "VLLM_CPU_KVCACHE_SPACE": "1", "TMPDIR": str(short_tmp), "VLLM_CACHE_ROOT": str(tmp / "cache")})
     iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
     if iomp.is_file():
         env["LD_PRELOAD"] = str(iomp)
@@ -59,7 +64,8 @@ def start_engine(tmp: Path, model: Path, *, served_name: str = "tiny", method: s
     port = free_port()
     cfg = LaunchConfig(model=str(model), served_model_name=served_name, method=method,
                        draft_model=str(draft) if draft else None, num_speculative_tokens=k, host="127.0.0.1",
-                       port=port, max_model_len=512, dtype="bfloat16", extra_args=extra_args or [])
+                       port=port, max_model_len=512, dtype="bfloat16", enforce_eager=True,  # eager: starts ~3x faster on CPU
+                       extra_args=extra_args or [])
     argv = render_argv(cfg, entrypoint="module", python=sys.executable)
     log = tmp / "engine.log"
     with open(log, "wb") as fh:
