@@ -94,13 +94,14 @@ def test_output_comparison_reports_where_greedy_tokens_diverge():
 
 
 def test_missing_benchmark_is_an_error_and_a_stored_one_is_judged(registry):
-    rep = _deploy(registry, "tiny-matched", None, only=["deploy.tpot-speedup"])
+    # gpu-default gates on TPOT speedup (cpu-tiny skips it: the tiny CPU engines are too noisy)
+    rep = _deploy(registry, "tiny-matched", None, only=["deploy.tpot-speedup"], profile="gpu-default")
     assert rep.results[0].status == "error" and "specops bench" in rep.results[0].fix
     registry.record_event("bench", "tiny-matched", "bench code", data={
         "workload": "code", "crosscheck_ok": True,
         "comparisons": [{"concurrency": 1, "tpot_speedup": 1.3, "spec_tpot_p50_s": 0.01, "baseline_tpot_p50_s": 0.013},
                         {"concurrency": 4, "tpot_speedup": 0.4, "spec_tpot_p50_s": 0.03, "baseline_tpot_p50_s": 0.012}]})
-    rep = _deploy(registry, "tiny-matched", None, only=["deploy.tpot-speedup"])
+    rep = _deploy(registry, "tiny-matched", None, only=["deploy.tpot-speedup"], profile="gpu-default")
     r = rep.results[0]
     assert r.status == "fail" and r.observed == 0.4 and r.evidence["by_concurrency"] == {1: 1.3, 4: 0.4}
     assert rep.data["tpot_by_concurrency"][1] == {"concurrency": 4, "spec": 0.03, "baseline": 0.012}
