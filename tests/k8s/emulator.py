@@ -93,8 +93,10 @@ class EmulatedCluster:
     def _run(self) -> None:
         asyncio.run(self._main())
 
+    server_class = None  # subclasses may serve a richer ApiServer (tests/k8s/lease_emulation.py)
+
     async def _main(self) -> None:
-        async with ApiServer() as km, kmock.Server(km, host="127.0.0.1") as server:
+        async with (self.server_class or ApiServer)() as km, kmock.Server(km, host="127.0.0.1") as server:
             km.resources.load_bundled()
             for path, kind in CRDS.items():
                 km.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=True,

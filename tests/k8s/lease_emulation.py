@@ -19,7 +19,6 @@ and ``write_lease(...)`` (a write by some other holder). Everything else is emul
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import uuid
 
@@ -27,7 +26,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from tests.k8s.emulator import CRDS, ApiServer, EmulatedCluster
+from tests.k8s.emulator import ApiServer, EmulatedCluster
 
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 REASONS = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 500: "InternalError"}
@@ -127,18 +126,9 @@ class LeaseApiServer(ApiServer):
 class LeaseCluster(EmulatedCluster):
     """EmulatedCluster served by LeaseApiServer."""
 
-    async def _main(self) -> None:  # emulator.EmulatedCluster._main with the Lease-aware server
-        async with LeaseApiServer() as km, kmock.Server(km, host="127.0.0.1") as server:
-            km.resources.load_bundled()
-            for path, kind in CRDS.items():
-                km.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=True,
-                                                        verbs={"get", "list", "create", "patch", "delete"})
-            self.km, self.loop, self._stop = km, asyncio.get_running_loop(), asyncio.Event()
-            self.url = str(server.url).rstrip("/")
-            task = asyncio.create_task(self._controller())
-            self._ready.set()
-            await self._stop.wait()
-            task.cancel()
+    @property
+    def server_class(self):  # the Lease-aware server, in EmulatedCluster._main
+        return LeaseApiServer
 
     def lease(self, namespace: str, name: str) -> dict | None:
         return self._call(lambda: copy.deepcopy(self.km.leases.get((namespace, name))))
