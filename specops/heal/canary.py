@@ -13,7 +13,6 @@ stop it (see :mod:`specops.heal.promote`).
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from datetime import datetime, timezone
@@ -37,13 +36,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _headers(api_key_env: str | None) -> dict:
-    if not api_key_env:
-        return {}
-    value = os.environ.get(api_key_env)
-    if not value:
-        raise InputError(f"environment variable {api_key_env} (the deployment's API key) is not set",
-                         f"export {api_key_env}=... before running")
-    return {"Authorization": f"Bearer {value}"}
+    from specops.checks.sources import auth_headers
+
+    return auth_headers({"api_key_env": api_key_env})
 
 
 def measure_engine(deployment: str, endpoint: str, served_name: str | None, prompts: list[str], *,
