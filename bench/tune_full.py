@@ -31,6 +31,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--name", default="tiny-cpu-full")
+    ap.add_argument("--passes", type=int, default=2, help="interleaved visits per configuration (A B A B)")
+    ap.add_argument("--inner-repeats", type=int, default=2, help="runs per load inside one engine life")
+    ap.add_argument("--dtype", default="float32", help="float32: bf16 matmuls are ~14x slower without AVX512-BF16")
     ap.add_argument("--json", action="store_true", help="print the report as JSON too")
     args = ap.parse_args()
 
@@ -40,7 +43,8 @@ def main() -> int:
     opts = None if args.resume else TuneOptions(
         model=str(models / "target-v1"), draft=str(models / "draft-v1"), workload="code",
         methods=["none", "ngram", "draft_model"], gammas=[1, 2, 3, 4, 6], concurrency=[1, 4],
-        budget_s=args.budget_minutes * 60, passes=2, requests=args.requests, max_tokens=args.max_tokens,
+        budget_s=args.budget_minutes * 60, passes=args.passes, inner_repeats=args.inner_repeats,
+        requests=args.requests, max_tokens=args.max_tokens, dtype=args.dtype, max_model_len=512,
         enforce_eager=True, name=args.name)
     t0 = time.monotonic()
 

@@ -33,6 +33,7 @@ def tune_command(
     endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
                                            help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
                                            "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
+    list_: bool = typer.Option(False, "--list", help="List stored tune runs and calibrations, then exit."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Measure a grid on the real engine, fit the performance model, store a calibration, report."""
@@ -43,6 +44,11 @@ def tune_command(
     from specops.tune.plan import parse_gammas, parse_ints, parse_methods
 
     check_format(output, ("table", "json"))
+    if list_:
+        from specops.tune.api import stored
+
+        emit(stored(), output, _list_table)
+        return
     opts = None
     if not resume:
         endpoints = parse_endpoints(endpoint_for or [])
@@ -60,9 +66,9 @@ def tune_command(
     result = tune(opts, resume=resume, progress=progress)
     if result.report is None:
         raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
-                         f"see the failed points in $SPECOPS_HOME/tune/{result.run_id}/points.jsonl")
-    data = {"run_id": result.run_id, "calibration": result.calibration.name,
-            "calibration_path": str(result.calibration_path), "report": result.report,
+                         f"read the engine logs under $SPECOPS_HOME/tune/{result.run_id}/engines/, fix the cause, "
+                         f"then start a new run")
+    data = {"run_id": result.run_id, "calibration": result.calibration.ref, "report": result.report,
             "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}
     emit(data, output, _table)
 
@@ -127,4 +133,25 @@ def _table(data) -> None:
         out.print(f"c={best.concurrency}: best measured {best.config.key} ({best.tokens_per_s:.1f} tok/s)")
     for line in rep.pick_within + rep.notes:
         out.print(line)
-    out.print(f"calibration stored: {data['calibration_path']}")
+    out.print(f"calibration stored in the registry: {data['calibration']} "
+              f"(use it with `specops recommend --gpu cpu --calibration {data['calibration']}`)")
+
+
+def _list_table(data) -> None:
+    from rich.table import Table
+
+    from specops.cli.output import console
+
+    out = console()
+    t = Table(title="tune runs")
+    for col in ("run id", "created", "model", "methods", "points"):
+        t.add_column(col)
+    for r in data["runs"]:
+        t.add_row(r["run_id"], r["created_at"][:19], r["model"], ",".join(r["methods"]), str(r["points"]))
+    out.print(t)
+    c = Table(title="calibrations (newest revision)")
+    for col in ("calibration", "created", "model", "hardware", "engine", "points"):
+        c.add_column(col)
+    for x in data["calibrations"]:
+        c.add_row(x["ref"], x["created_at"][:19], x["model"], x["hardware"], x["engine_version"], str(x["samples"]))
+    out.print(c)

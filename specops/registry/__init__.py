@@ -49,6 +49,12 @@ Events (append-only): ``record_event(kind, subject, message, *, actor=None, reas
 data=None)``, ``events(subject=None, kind=None, limit=100)`` newest first. Registration, deployment
 status changes, validation runs and retraining jobs record their own events.
 
+Tune runs and calibrations (:mod:`.tune`): ``create_tune_run(run_id, *, options, meta=None)``,
+``get_tune_run(run_id)``, ``has_tune_run(run_id)``, ``tune_runs(limit=100)``; ``add_tune_point(run_id, *,
+key, status, result)`` (a key once per run), ``tune_points(run_id)``; ``save_calibration(name, *, model,
+hardware, engine_version, workload, samples, document, run_id=None) -> CalibrationPublic`` (next
+revision), ``get_calibration("NAME" | "NAME@REV")``, ``calibrations(model=None)`` newest first.
+
 Transfer: ``export_data(with_events=False) -> dict``, ``import_data(doc)``, ``prune(now=None,
 raw_for=7d, hourly_for=30d, horizon=365d, apply=False) -> PruneReport``.
 
@@ -62,22 +68,26 @@ from specops.models import Finding
 from specops.registry.fleet import LeaseHeldError, Trend, TrendPoint
 from specops.registry.lineage import LineageReport
 from specops.registry.schema import (
+    CalibrationPublic,
     DeploymentPublic,
     DraftPublic,
     EventPublic,
     MeasurementPublic,
     RetrainJobPublic,
     TargetPublic,
+    TunePointPublic,
+    TuneRunPublic,
     ValidationRunPublic,
 )
 from specops.registry.transfer import PruneReport, TransferMixin
+from specops.registry.tune import TuneMixin
 
-__all__ = ["DeploymentPublic", "DraftPublic", "EventPublic", "Finding", "LeaseHeldError", "LineageReport",
-           "MeasurementPublic", "PruneReport", "Registry", "RetrainJobPublic", "TargetPublic", "Trend", "TrendPoint",
+__all__ = ["CalibrationPublic", "DeploymentPublic", "DraftPublic", "EventPublic", "Finding", "LeaseHeldError", "LineageReport",
+           "MeasurementPublic", "PruneReport", "Registry", "RetrainJobPublic", "TargetPublic", "Trend", "TrendPoint", "TunePointPublic", "TuneRunPublic",
            "ValidationRunPublic", "open_registry"]
 
 
-class Registry(TransferMixin):
+class Registry(TransferMixin, TuneMixin):
     """The registry API (see the module docstring). Build it with :func:`open_registry`."""
 
 

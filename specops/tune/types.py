@@ -116,7 +116,12 @@ class Acceptance(_Strict):
 class Calibration(_Strict):
     """A named, fitted performance model and the data behind it."""
 
+    @property
+    def ref(self) -> str:
+        return self.name if self.revision is None else f"{self.name}@{self.revision}"
+
     name: str
+    revision: int | None = Field(None, description="Registry revision (NAME@REVISION); None until stored.")
     created_at: str
     hardware: str = Field(description="Where it was measured (e.g. 'cpu: 2 cores, x86_64').")
     model: str = Field(description="Target model folder or id.")

@@ -66,6 +66,11 @@ class FakeDeployer:
     def stop(self, handle) -> None:
         self.stopped += 1
 
+    @property
+    def running(self) -> int:
+        """Engines started and not stopped."""
+        return len(self.started) - self.stopped
+
 
 @dataclass
 class FakeMeasurer:

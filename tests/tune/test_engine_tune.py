@@ -2,7 +2,7 @@
 
 1. `specops tune` runs in a subprocess over none, ngram γ=2 and draft_model γ=2 with a draft folder
    that does not exist; it is interrupted (SIGINT, as Ctrl-C) right after its first point is stored;
-2. the run is resumed: the stored point is not measured again, the remaining points are, the
+2. the run is resumed from the registry: the stored point is not measured again, the remaining points are, the
    draft_model configuration is recorded as failed and the grid goes on;
 3. the fitted per-position acceptance equals the engine counters' ratios.
 """
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from specops.tune.calibration import load_calibration
 from specops.tune.fit import fit_acceptance
-from specops.tune.store import PointStore
+from specops.tune.store import PointStore, list_runs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.engine
@@ -40,17 +41,16 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
             "--requests", "4", "--max-tokens", "24", "--enforce-eager", "--name", "ci-tiny", "--output", "json"]
     proc = subprocess.Popen([sys.executable, "-m", "specops", *args], cwd=str(REPO), env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    tune_dir = specops_home / "tune"
     deadline = time.time() + 600
-    points_file = None
+    run_id = None
     while time.time() < deadline and proc.poll() is None:
-        found = list(tune_dir.glob("*/points.jsonl"))
-        if found and found[0].read_text().strip():
-            points_file = found[0]
+        runs = list_runs() if (specops_home / "specops.db").exists() else []
+        if runs and runs[0].points > 0:
+            run_id = runs[0].run_id
             break
         time.sleep(0.5)
-    assert points_file is not None, proc.stderr.read() if proc.poll() is not None else "no point within 600 s"
-    pid_file = points_file.parent / "engines" / "engine.pid"
+    assert run_id is not None, proc.stderr.read() if proc.poll() is not None else "no point within 600 s"
+    pid_file = specops_home / "tune" / run_id / "engines" / "engine.pid"
     engine_pid = int(pid_file.read_text()) if pid_file.exists() else None
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=120)
@@ -61,7 +61,6 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
                 break
             time.sleep(1)
         assert not _alive(engine_pid), "the interrupted run left its engine running"
-    run_id = points_file.parent.name
     first = PointStore(run_id).load()  # the point in flight may have finished during the interrupt
     assert first[0].point.key == "none@c1#r0" and len(first) < 6
 
@@ -87,6 +86,6 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
     fitted = next(a for a in doc["acceptance"] if a["method"] == "ngram")
     assert fitted["per_position"] == pytest.approx(expected, rel=1e-12)
     assert fit_acceptance(points)[0].per_position == pytest.approx(expected, rel=1e-12)
-    assert doc["calibration"] == "ci-tiny" and Path(doc["calibration_path"]).is_file()
+    assert doc["calibration"] == "ci-tiny@1" and load_calibration("ci-tiny").run_id == run_id
     rows = {(r["config"]["method"], r["concurrency"]): r for r in doc["report"]["rows"]}
     assert rows[("draft_model", 1)]["status"] == "failed" and rows[("ngram", 4)]["predicted_tokens_per_s"] > 0

@@ -9,12 +9,19 @@ import json
 import pytest
 
 from specops.errors import MeasurementError, NotFoundError
+from specops.registry import open_registry
 from specops.tune.api import TuneOptions, tune
-from specops.tune.calibration import load_calibration, newest_calibration, predict_with, to_planner
+from specops.tune.calibration import (
+    list_calibrations,
+    load_calibration,
+    newest_calibration,
+    predict_with,
+    to_planner,
+)
 from specops.tune.plan import GridOptions, plan_grid
 from specops.tune.report import figure
 from specops.tune.runner import run_grid
-from specops.tune.store import PointStore
+from specops.tune.store import PointStore, list_runs
 from specops.tune.types import EngineConfig
 from tests.tune.fakes import FakeDeployer, FakeMeasurer
 
@@ -38,21 +45,43 @@ def test_a_configuration_that_fails_to_start_is_recorded_failed_and_the_grid_con
     assert result.report.failed == 3 * 2 and result.report.measured == 4 * 2
 
 
-def test_a_resumed_run_measures_only_points_not_yet_stored():
-    dep, meas = FakeDeployer(), FakeMeasurer()
-    first = tune(options(passes=1), deployer=dep, measurer=meas, fit=False)
-    n_first = len(meas.calls)
-    # lose the last two points, as if the run had been killed mid-way
-    store = PointStore(first.run_id)
-    lines = store.points_path.read_text().splitlines()
-    store.points_path.write_text("\n".join(lines[:-2]) + "\n" + lines[-2][:20])  # + a torn line
-    kept = {r.point.key for r in store.load()}
+def test_an_interrupted_run_resumes_from_the_registry_without_re_measuring():
+    class Interrupted(FakeMeasurer):
+        def __call__(self, handle, concurrency):
+            if len(self.calls) == 5:
+                raise KeyboardInterrupt  # Ctrl-C in the middle of the sixth point
+            return super().__call__(handle, concurrency)
+
+    dep, meas = FakeDeployer(), Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        tune(options(passes=1), deployer=dep, measurer=meas)
+    assert dep.running == 0  # the engine of the interrupted session was stopped
+    (run,) = list_runs()
+    stored = PointStore(run.run_id).load()
+    assert run.points == len(stored) == 5 and len({r.point.key for r in stored}) == 5
     meas2 = FakeMeasurer()
-    again = tune(resume=first.run_id, deployer=FakeDeployer(), measurer=meas2)
-    assert len(meas2.calls) == 2 and n_first == len(kept) + 2
-    assert again.outcome.reused == len(kept)
-    assert {r.point.key for r in again.outcome.results} == {r.point.key for r in first.outcome.results}
-    assert again.report is not None and again.calibration.samples == n_first
+    again = tune(resume=run.run_id, deployer=FakeDeployer(), measurer=meas2)
+    assert again.outcome.reused == 5 and again.outcome.measured_now == len(meas2.calls)
+    keys = [r.point.key for r in PointStore(run.run_id).load()]
+    assert len(keys) == len(set(keys)) == 5 + len(meas2.calls)  # nothing measured twice
+    assert again.report is not None and again.calibration.samples == len(keys)
+
+
+def test_a_file_based_run_from_an_older_version_is_imported_and_resumed(specops_home):
+    first = tune(options(passes=1, methods=["ngram"], gammas=[2]), deployer=FakeDeployer(), measurer=FakeMeasurer(),
+                 fit=False)
+    points = PointStore(first.run_id).load()
+    legacy = specops_home / "tune" / "20250101-000000-abcd"
+    legacy.mkdir(parents=True)
+    (legacy / "run.json").write_text(json.dumps({"options": options(passes=1, methods=["ngram"], gammas=[2])
+                                                 .model_dump(mode="json"), "hardware": "old box", "created": 1.7e9}))
+    lines = [r.model_copy(update={"run_id": legacy.name}).model_dump_json() for r in points[:3]]
+    (legacy / "points.jsonl").write_text("\n".join(lines) + "\n" + lines[-1][:25])  # + a torn last line
+    meas = FakeMeasurer()
+    again = tune(resume=legacy.name, deployer=FakeDeployer(), measurer=meas)
+    assert again.outcome.reused == 3 and len(meas.calls) == len(points) - 3
+    assert {r.run_id for r in list_runs()} == {first.run_id, legacy.name}
+    assert PointStore(legacy.name).meta()["hardware"] == "old box"
 
 
 def test_resuming_an_unknown_run_says_which_runs_exist():
@@ -89,7 +118,9 @@ def test_the_budget_stops_before_a_session_that_would_not_fit():
             return super().__call__(handle, concurrency)
 
     sessions = plan_grid(GridOptions(methods=["ngram"], gammas=[1, 2, 3], concurrency=[1, 4], passes=1))
-    out = run_grid(sessions, SlowDeployer(), SlowMeasurer(), PointStore("budget-run"), budget_s=170,
+    store = PointStore("budget-run")
+    store.create({"options": {}})
+    out = run_grid(sessions, SlowDeployer(), SlowMeasurer(), store, budget_s=170,
                    clock=lambda: clock["t"])
     assert [r.point.config.key for r in out.results][::2] == ["none", "ngram-g2"]  # 2 sessions × 80 s fit
     assert out.stopped_by_budget and "budget" in out.notes[0]
@@ -109,7 +140,7 @@ def test_every_figure_is_a_median_with_its_spread_over_repeats():
 
 def test_the_calibration_is_stored_by_name_with_its_data_and_predicts():
     result = tune(options(), deployer=FakeDeployer(), measurer=FakeMeasurer())
-    assert result.calibration_path.name == "fake-cal.json"
+    assert result.calibration.ref == "fake-cal@1"
     cal = load_calibration("fake-cal")
     assert cal.samples == len(cal.points) == result.report.measured * 2
     assert newest_calibration("/models/tiny").name == "fake-cal"
@@ -118,8 +149,32 @@ def test_the_calibration_is_stored_by_name_with_its_data_and_predicts():
     profile, measured = to_planner(cal)
     assert profile.step_overhead_ms == pytest.approx(cal.coefficients.overhead_ms + cal.coefficients.per_seq_ms)
     assert {m.method for m in measured} == {"ngram", "draft_model"}
-    doc = json.loads(result.calibration_path.read_text())
-    assert doc["coefficients"]["overhead_ms"] == pytest.approx(20.0, rel=1e-6)
+    row = open_registry().get_calibration("fake-cal")
+    assert row.document["coefficients"]["overhead_ms"] == pytest.approx(20.0, rel=1e-6)
+    assert row.samples == cal.samples and row.run_id == result.run_id
+
+
+def test_refitting_under_the_same_name_adds_a_revision_and_keeps_the_old_one():
+    first = tune(options(methods=["ngram"], gammas=[2], passes=1), deployer=FakeDeployer(), measurer=FakeMeasurer())
+    second = tune(options(methods=["ngram"], gammas=[2, 3], passes=1), deployer=FakeDeployer(),
+                  measurer=FakeMeasurer())
+    assert (first.calibration.ref, second.calibration.ref) == ("fake-cal@1", "fake-cal@2")
+    assert load_calibration("fake-cal").run_id == second.run_id
+    assert load_calibration("fake-cal@1").run_id == first.run_id
+    assert [c.ref for c in list_calibrations()] == ["fake-cal@2"]
+
+
+def test_a_calibration_file_from_an_older_version_is_imported(specops_home):
+    result = tune(options(methods=["ngram"], gammas=[2], passes=1, name="old-cal"), deployer=FakeDeployer(),
+                  measurer=FakeMeasurer())
+    d = specops_home / "calibrations"
+    d.mkdir()
+    (d / "file-cal.json").write_text(result.calibration.model_copy(update={"name": "file-cal", "revision": None})
+                                     .model_dump_json())
+    (d / "notes.json").write_text("{}")  # not a calibration: left alone
+    cal = load_calibration("file-cal")
+    assert cal.ref == "file-cal@1" and cal.samples == result.calibration.samples
+    assert {c.name for c in list_calibrations()} == {"old-cal", "file-cal"}
 
 
 def test_the_report_compares_every_point_and_names_the_picks():
