@@ -64,16 +64,18 @@ def recommend_with_defaults(request: RecommendRequest, calibration: str | None =
             priors = priors.with_measured(*measured)
             notes.append(f"registry: {len(measured)} measured acceptance prior(s), "
                          f"{sum(m.samples for m in measured)} verify steps")
-    profile = None
+    profile = fitted = None
     cal = _calibration_for(request, calibration)
     if cal is not None:
-        from specops.tune.calibration import to_planner
+        from specops.tune.calibration import FittedModel, to_planner
 
         profile, cal_measured = to_planner(cal, request.task)
         priors = priors.with_measured(*cal_measured)
-        notes.append(f"calibration {cal.name}: {cal.samples} measured points on {cal.hardware} "
-                     f"(vLLM {cal.engine_version}, workload {cal.workload})")
-    plan = recommend(request, priors=priors, calibration=profile)
+        fitted = FittedModel(cal)
+        notes.append(f"calibration {cal.ref}: {cal.samples} measured points on {cal.hardware} "
+                     f"(vLLM {cal.engine_version}, workload {cal.workload}); its fitted model ranks "
+                     f"{', '.join(sorted(fitted.drafts()))}")
+    plan = recommend(request, priors=priors, calibration=profile, measured=fitted)
     plan.learned_from = notes
     return plan
 

@@ -7,7 +7,7 @@ performance model ranks what is left.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specops.engines.capabilities import CapabilityTable, default_table, format_version, parse_version
 from specops.errors import CapabilityError, FitError, InputError
@@ -30,6 +30,7 @@ from specops.planner.types import (
     METHODS,
     DecisionStep,
     DraftRef,
+    MeasuredModel,
     ModelSpec,
     RecommendRequest,
 )
@@ -59,6 +60,8 @@ class Context:
     table_rows: list[Evaluation] = field(default_factory=list)
     chosen: Evaluation | None = None
     schedule: list[tuple[int, int, int]] | None = None
+    measured: MeasuredModel | None = None  # a fitted model from `specops tune`: ranks what it measured
+    hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
 
     @property
     def version(self):
@@ -72,7 +75,16 @@ class Context:
         pinned = self.request.method
         if pinned:
             return method == pinned
+        if method in self.constraints.forbidden and self.measured_overrides(method):
+            return True
         return method not in self.constraints.forbidden
+
+    def measured_overrides(self, method: str) -> bool:
+        """A measured method is ranked even where a rule of thumb (a tree rule) excludes it; rules that
+        check facts (vLLM capabilities, available drafts) still hold."""
+        rule = self.constraints.forbidden.get(method)
+        return (self.measured is not None and rule is not None and rule not in self.hard_rules
+                and method in self.measured.drafts())
 
 
 def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile) -> tuple[ModelSpec, GPU, Setup]:
@@ -164,6 +176,11 @@ def check_drafts(ctx: Context, rule: Rule) -> DecisionStep:
                 ctx.constraints.forbidden.setdefault(m, rule.id)
         return DecisionStep(rule=rule.id, input=f"draft={req.draft}",
                             outcome=f"using the given draft ({method}, {ctx.drafts[method].params_b:.2f}B)")
+    if ctx.measured is not None:
+        for m, draft in ctx.measured.drafts().items():
+            if draft and m in DRAFT_WEIGHT_METHODS:  # its speed was measured with this draft: it replaces
+                ctx.drafts[m] = _spec_from_ref(ctx, DraftRef(id=draft, method=m))  # a catalog one
+                found.append(f"{m}: {draft} (measured, {ctx.measured.label})")
     for ref in ctx.model.drafts:
         if ref.method not in ctx.drafts:
             ctx.drafts[ref.method] = _spec_from_ref(ctx, ref)
@@ -231,8 +248,32 @@ def _eval(ctx: Context, method: str, gamma: int, batch: int) -> Evaluation:
     if draft is not None:
         prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
                                   draft=draft.id)
-    return evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
-                    batch=batch, context_len=req.context_len, output_len=req.output_len)
+    e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
+                 batch=batch, context_len=req.context_len, output_len=req.output_len)
+    return _measured(ctx, e, method, gamma, batch)
+
+
+def _measured(ctx: Context, e: Evaluation, method: str, gamma: int, batch: int) -> Evaluation:
+    """The roofline row with its speed replaced by the fitted model's, when it measured this method
+    (memory and TTFT stay the roofline's: tune does not measure them)."""
+    if ctx.measured is None:
+        return e
+    p = ctx.measured.predict(method, gamma if method != "none" else 0, batch)
+    base = ctx.measured.predict("none", 0, batch)
+    if p is None or base is None:
+        return e
+    return replace(e, tpot_ms=p.tpot_ms, baseline_tpot_ms=base.tpot_ms, speedup=base.tpot_ms / p.tpot_ms,
+                   throughput_tok_s=p.tokens_per_s, baseline_throughput_tok_s=base.tokens_per_s, tau=p.tau,
+                   acceptance_rate=p.acceptance_rate if method != "none" else e.acceptance_rate,
+                   prior_source=ctx.measured.label)
+
+
+def _gammas(ctx: Context, method: str) -> list[int]:
+    """γ candidates: 1..cap, or the γ values the fitted model measured for this method (≤ cap)."""
+    cap = ctx.constraints.max_gamma
+    if ctx.measured is not None and method in ctx.measured.drafts():
+        return [g for g in ctx.measured.gammas(method) if 1 <= g <= cap] or list(range(1, cap + 1))
+    return list(range(1, cap + 1))
 
 
 def _score(ctx: Context, e: Evaluation) -> float:
@@ -259,14 +300,24 @@ def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
 
 def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
     req = ctx.request
-    gammas = [req.num_speculative_tokens] if req.num_speculative_tokens else \
-        list(range(1, ctx.constraints.max_gamma + 1))
     rows = [_eval(ctx, "none", 0, req.batch_size)] if req.method in (None, "none") else []
+    measured = ctx.measured.drafts() if ctx.measured is not None else None
+    unmeasured = []
     for m in METHODS:
         if m == "none" or m not in ctx.drafts or not ctx.allowed(m):
             continue
-        for g in gammas:
+        if measured is not None and "none" in measured and m not in measured and req.method != m:
+            unmeasured.append(m)  # a measured ranking does not mix in roofline guesses
+            continue
+        for g in [req.num_speculative_tokens] if req.num_speculative_tokens else _gammas(ctx, m):
             rows.append(_eval(ctx, m, g, req.batch_size))
+    overridden = sorted({e.method for e in rows if ctx.measured_overrides(e.method)})
+    for m in overridden:
+        ctx.warn(f"{m} is ranked on {ctx.measured.label}, although rule {ctx.constraints.forbidden[m]} "
+                 "would exclude it")
+    if unmeasured:
+        ctx.warn(f"{ctx.measured.label} ranks only what it measured; not ranked: {', '.join(unmeasured)} "
+                 "(tune them too, or pin one with --method for a roofline estimate)")
     if not rows:
         rows = [_eval(ctx, "none", 0, req.batch_size)]
     ctx.table_rows = rows
@@ -303,7 +354,7 @@ def _build_schedule(ctx: Context) -> None:
         if lo <= req.batch_size <= hi:
             k = chosen.gamma
         else:
-            evals = [_eval(ctx, chosen.method, g, hi) for g in range(1, ctx.constraints.max_gamma + 1)]
+            evals = [_eval(ctx, chosen.method, g, hi) for g in _gammas(ctx, chosen.method)]
             best = max(evals, key=lambda e: _score(ctx, e) if ctx.request.objective == "throughput" else e.speedup)
             k = best.gamma if best.speedup >= 1.0 else 0
         if schedule and schedule[-1][2] == k:
@@ -323,6 +374,7 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
              "tpot_ms": req.tpot_ms, "task": req.task, "context_len": req.context_len,
              "temperature": req.temperature, "batch_size": req.batch_size, "has_mtp": bool(ctx.model.mtp_layers)}
     steps = []
+    ctx.hard_rules = {rule.id for rule in tree.rules if rule.check}
     for rule in tree.rules:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
@@ -337,14 +389,17 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
 
 def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, priors: Priors | None = None,
               calibration: EngineProfile | None = None, tree: DecisionTree | None = None,
-              capabilities: CapabilityTable | None = None):
-    """The Plan for one request. Defaults: the shipped catalogs, published priors, vLLM profile, tree."""
+              capabilities: CapabilityTable | None = None, measured: MeasuredModel | None = None):
+    """The Plan for one request. Defaults: the shipped catalogs, published priors, vLLM profile, tree.
+
+    ``measured`` (a model fitted by ``specops tune``) replaces the roofline's speed for the
+    configurations it measured, and only those are ranked (the baseline included)."""
     from specops.planner.render import build_plan
 
     catalogs = catalogs or load_catalogs()
     priors = priors or default_priors()
     profile = calibration or VLLM_PROFILE
     model, gpu, setup = resolve(request, catalogs, profile)
-    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs)
+    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured)
     steps = run_tree(ctx, tree or load_tree())
     return build_plan(ctx, steps)

@@ -6,7 +6,7 @@ Every type is a pydantic model with ``extra="forbid"``; field descriptions feed 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -103,6 +103,32 @@ class MeasuredAcceptance(_Strict):
                 raise ValueError("per_position rates must fall from ≤1 and never rise (they are cumulative)")
             prev = p
         return self
+
+
+class MeasuredPrediction(_Strict):
+    """What a fitted (measured) performance model predicts for one configuration at one batch."""
+
+    tpot_ms: float = Field(gt=0, description="Time per output token (ms).")
+    tokens_per_s: float = Field(gt=0, description="Output tokens/s over the whole batch.")
+    tau: float = Field(ge=1, description="Tokens per sequence-step incl. the bonus token.")
+    acceptance_rate: float = Field(0.0, ge=0, le=1, description="accepted / drafted (0 without speculation).")
+
+
+@runtime_checkable
+class MeasuredModel(Protocol):
+    """A performance model fitted on the user's own engine (``specops tune``): when given to
+    ``recommend(measured=...)`` it ranks the configurations it measured instead of the roofline."""
+
+    label: str  # e.g. "calibration tiny-cpu@2 (132 points)"
+
+    def drafts(self) -> dict[str, str | None]:
+        """Measured methods (incl. 'none') → draft folder/id (None for weightless methods)."""
+
+    def gammas(self, method: str) -> list[int]:
+        """γ values measured for ``method``."""
+
+    def predict(self, method: str, gamma: int, batch: int) -> MeasuredPrediction | None:
+        """None when the model cannot predict that configuration."""
 
 
 class RecommendRequest(_Strict):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specops.errors import InputError, NotFoundError
 from specops.settings import specops_home
-from specops.tune.fit import fit_acceptance, fit_coefficients, predict
+from specops.tune.fit import cumulative, find_acceptance, fit_acceptance, fit_coefficients, predict
 from specops.tune.types import Calibration, EngineConfig, PointResult, PredictedPoint
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -140,6 +140,50 @@ def newest_calibration(model: str | None = None, registry=None) -> Calibration |
 
 def predict_with(cal: Calibration, config: EngineConfig, concurrency: int) -> PredictedPoint:
     return predict(cal.coefficients, cal.acceptance, config, concurrency)
+
+
+class FittedModel:
+    """A calibration as ``specops.planner.recommend(measured=...)`` takes it: the exact fitted predictor
+    (:func:`predict_with`) for the methods and γ values the tune run measured."""
+
+    def __init__(self, cal: Calibration) -> None:
+        self.cal = cal
+        self.label = f"calibration {cal.ref} ({cal.samples} points)"
+        ok = [r.point.config for r in cal.points if r.status == "ok"]
+        self._drafts: dict[str, str | None] = {}
+        self._gammas: dict[str, list[int]] = {}
+        for c in ok:
+            self._drafts.setdefault(c.method, c.draft)
+            if c.method != "none":
+                self._gammas.setdefault(c.method, [])
+                if c.gamma not in self._gammas[c.method]:
+                    self._gammas[c.method].append(c.gamma)
+        for m in self._gammas:
+            self._gammas[m].sort()
+            if find_acceptance(cal.acceptance, EngineConfig(method=m, gamma=1)) is None:
+                self._drafts.pop(m, None)  # measured, but no counters: cannot be predicted
+
+    def drafts(self) -> dict[str, str | None]:
+        return dict(self._drafts)
+
+    def gammas(self, method: str) -> list[int]:
+        return list(self._gammas.get(method, []))
+
+    def predict(self, method: str, gamma: int, batch: int):
+        from specops.planner.types import MeasuredPrediction
+
+        if method not in self._drafts:
+            return None
+        config = EngineConfig(method=method, gamma=gamma if method != "none" else 0, draft=self._drafts[method])
+        try:
+            p = predict_with(self.cal, config, batch)
+        except InputError:
+            return None
+        rate = 0.0
+        if method != "none" and gamma:
+            acc = find_acceptance(self.cal.acceptance, config)
+            rate = min(1.0, sum(cumulative(acc, gamma)) / gamma) if acc else 0.0
+        return MeasuredPrediction(tpot_ms=p.tpot_ms, tokens_per_s=p.tokens_per_s, tau=p.tau, acceptance_rate=rate)
 
 
 def to_planner(cal: Calibration, task: str = "code"):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from specops.planner.api import build_request, recommend_with_defaults
-from specops.tune.calibration import save_calibration
-from specops.tune.types import Acceptance, Calibration, Coefficients
+from specops.tune.calibration import fit_calibration, predict_with, save_calibration
+from specops.tune.types import Acceptance, Calibration, Coefficients, EngineConfig, GridPoint, PointResult
+from tests.tune.fakes import synthetic_sample
 
 
 def _calibration(name: str, model: str, p0: float) -> Calibration:
@@ -24,7 +27,7 @@ def test_named_calibration_is_used_and_reported():
     save_calibration(_calibration("tiny-cpu", "meta-llama/Llama-3.1-8B-Instruct", 0.9))
     req = build_request(model="meta-llama/Llama-3.1-8B-Instruct", gpu="cpu", method="ngram")
     plan = recommend_with_defaults(req, calibration="tiny-cpu")
-    assert any("calibration tiny-cpu: 12 measured points" in n for n in plan.learned_from)
+    assert any("calibration tiny-cpu@1: 12 measured points" in n for n in plan.learned_from)
     assert "measured" in plan.predicted.acceptance_prior_source
 
 
@@ -57,3 +60,48 @@ def test_json_output_lists_what_it_learned_from(cli):
     r = cli("recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "cpu", "-o", "json")
     assert r.returncode == 0, r.stderr
     assert any("cli-cal" in n for n in json.loads(r.stdout)["learned_from"])
+
+
+def _fitted(name: str, model: str, gammas=(1, 2, 3, 4, 6), batches=(1, 4)) -> Calibration:
+    """A calibration fitted on consistent synthetic points (tests/tune/fakes.py), as `specops tune` stores it."""
+    configs = [EngineConfig(method="none")]
+    configs += [EngineConfig(method=m, gamma=g, draft="/models/draft" if m == "draft_model" else None)
+                for m in ("ngram", "draft_model") for g in gammas]
+    points = [PointResult(run_id="r", point=GridPoint(config=c, concurrency=b), status="ok",
+                          sample=synthetic_sample(c, b), started_at="2026-11-29T12:00:00+00:00", seconds=1.0)
+              for c in configs for b in batches]
+    return fit_calibration(points, name=name, hardware="cpu: 2 cores", model=model, engine_version="0.32.0",
+                           workload="code", run_id="r")
+
+
+def test_with_a_calibration_the_fitted_model_ranks_the_measured_configurations():
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    cal = save_calibration(_fitted("fitted", model))
+    for batch in (1, 4):
+        plan = recommend_with_defaults(build_request(model=model, gpu="cpu", task="code", batch_size=batch),
+                                       calibration="fitted")
+        measured = [EngineConfig(method="none")] + [
+            EngineConfig(method=m, gamma=g, draft="/models/draft" if m == "draft_model" else None)
+            for m in ("ngram", "draft_model") for g in (1, 2, 3, 4, 6)]
+        best = max(predict_with(cal, c, batch).tokens_per_s for c in measured)
+        pick = next(c for c in measured if (c.method, c.gamma) == (plan.method, plan.num_speculative_tokens or 0))
+        # the fitted model's best, or within the planner's 2% near-tie band (then the smaller γ wins)
+        assert predict_with(cal, pick, batch).tokens_per_s >= 0.98 * best
+        assert plan.predicted.tpot_ms == pytest.approx(predict_with(cal, pick, batch).tpot_ms, rel=1e-3)
+        assert plan.predicted.acceptance_prior_source == "calibration fitted@1 (22 points)"
+        assert any("not ranked:" in w and "suffix" in w for w in plan.warnings)
+        # the hardware rule of thumb excludes draft models on this GPU class; the measurement overrides it
+        assert any("draft_model is ranked on calibration fitted@1" in w for w in plan.warnings)
+        assert "draft_model" in {a.method for a in plan.alternatives} | {plan.method}
+        ranked = {(a.method, a.num_speculative_tokens) for a in plan.alternatives}
+        assert not any(m == "suffix" for m, _ in ranked)  # only measured configurations compete
+
+
+def test_a_measured_draft_becomes_a_candidate_and_its_gammas_are_the_measured_ones():
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    save_calibration(_fitted("drafts", model, gammas=(2, 5)))
+    plan = recommend_with_defaults(build_request(model=model, gpu="cpu", task="code", method="draft_model"),
+                                   calibration="drafts")
+    assert plan.method == "draft_model" and plan.draft == "/models/draft"
+    assert plan.num_speculative_tokens in (2, 5)
+    assert any("/models/draft (measured, calibration drafts@1" in s.outcome for s in plan.decision_path)
