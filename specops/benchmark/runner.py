@@ -205,6 +205,19 @@ async def _warm(target: Target, model: str, workload: Workload, n: int) -> None:
                                     auth_headers(target))
 
 
+async def prepare_target(client, target: Target, base: Workload) -> tuple[str, Workload]:
+    """(served model name, ``base`` capped to the engine's context) for one engine."""
+    model, max_len = await _model_info(client, target, auth_headers(target))
+    counts = await _prompt_tokens(client, target.endpoint, model, [p.prompt for p in base.prompts],
+                                  auth_headers(target)) if max_len else []
+    return model, cap_to_context(base, max_len, counts)
+
+
+async def warm(target: Target, model: str, workload: Workload, n: int) -> None:
+    """``n`` untimed requests (first-request compilation, caches) before any measurement."""
+    await _warm(target, model, workload, n)
+
+
 async def run_bench(opts: BenchOptions, progress: Progress | None = None) -> BenchResult:
     """Run every (engine, concurrency) pair; the library never prints."""
     import httpx
@@ -218,10 +231,7 @@ async def run_bench(opts: BenchOptions, progress: Progress | None = None) -> Ben
     prepared: dict[str, tuple[str, Workload]] = {}
     async with httpx.AsyncClient() as client:
         for t in targets:
-            model, max_len = await _model_info(client, t, auth_headers(t))
-            counts = await _prompt_tokens(client, t.endpoint, model, [p.prompt for p in base.prompts],
-                                          auth_headers(t)) if max_len else []
-            prepared[t.role] = (model, cap_to_context(base, max_len, counts))
+            prepared[t.role] = await prepare_target(client, t, base)
     notes = list(prepared["spec"][1].notes)
     if progress:
         progress("total", opts.requests * len(targets) * len(opts.concurrency))

@@ -1,7 +1,9 @@
-"""Small inline SVG charts (no JavaScript, no external CSS): bars, lines, grouped bars."""
+"""Small inline SVG charts (no JavaScript, no external CSS): bars, lines, grouped bars, scatter."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from html import escape
 
 W, H = 560, 260
@@ -114,4 +116,174 @@ def line_chart(title: str, labels: list[str], series: dict[str, list[float | Non
                    f'{escape(labels[i])}</text>')
     out += _hlines(hlines or [], ymax)
     out += _legend(list(series))
+    return "\n".join(out + ["</svg>"])
+
+
+# --- scatter: numeric axes, error whiskers, reference lines (used by the `specops tune` report) ----------
+
+@dataclass(frozen=True)
+class Point:
+    """One dot: value (x, y), optional whiskers (x/y low–high) and a tooltip."""
+
+    x: float
+    y: float
+    tip: str = ""
+    xlow: float | None = None
+    xhigh: float | None = None
+    ylow: float | None = None
+    yhigh: float | None = None
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (about ``n`` of them)."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(n - 1, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+class _Axes:
+    def __init__(self, xlim: tuple[float, float], ylim: tuple[float, float], width: int, height: int):
+        self.x0, self.x1 = xlim
+        self.y0, self.y1 = ylim
+        self.w, self.h = width, height
+
+    def x(self, v: float) -> float:
+        span = (self.x1 - self.x0) or 1.0
+        return L + (self.w - L - R) * (v - self.x0) / span
+
+    def y(self, v: float) -> float:
+        span = (self.y1 - self.y0) or 1.0
+        return self.h - B - (self.h - B - T) * (v - self.y0) / span
+
+
+def _limits(values: list[float], pad: float = 0.08) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    return max(0.0, lo - (hi - lo) * pad) if lo >= 0 else lo - (hi - lo) * pad, hi + (hi - lo) * pad
+
+
+def _scatter_frame(title: str, ax: _Axes, xlabel: str, ylabel: str, xticks: list[float] | None,
+                   total_h: int) -> list[str]:
+    w, h = ax.w, ax.h
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{total_h}" viewBox="0 0 {w} {total_h}" '
+           f'role="img" aria-label="{escape(title)}">',
+           f'<rect width="{w}" height="{total_h}" fill="#ffffff"/>',
+           f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{escape(title)}</text>']
+    for v in nice_ticks(ax.y0, ax.y1):
+        y = ax.y(v)
+        out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{w - R}" y2="{y:.1f}" stroke="#e5e7eb"/>')
+        out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(v)}</text>')
+    for v in xticks if xticks is not None else nice_ticks(ax.x0, ax.x1):
+        x = ax.x(v)
+        out.append(f'<line x1="{x:.1f}" y1="{h - B}" x2="{x:.1f}" y2="{h - B + 4}" stroke="#374151"/>')
+        out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{_fmt(v)}</text>')
+    out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="#374151"/>')
+    out.append(f'<line x1="{L}" y1="{h - B}" x2="{w - R}" y2="{h - B}" stroke="#374151"/>')
+    out.append(f'<text x="{(L + w - R) / 2}" y="{h - B + 29}" text-anchor="middle" font-size="11">'
+               f'{escape(xlabel)}</text>')
+    out.append(f'<text x="14" y="{(T + h - B) / 2}" font-size="11" transform="rotate(-90 14 {(T + h - B) / 2})" '
+               f'text-anchor="middle">{escape(ylabel)}</text>')
+    return out
+
+
+def _slope(label: str, k: float, ax: _Axes, color: str, dash: str) -> list[str]:
+    """The line y = k·x clipped to the plot box (skipped when it misses the box)."""
+    if k <= 0:
+        return []
+    xa, xb = max(ax.x0, ax.y0 / k), min(ax.x1, ax.y1 / k)
+    if xb <= xa:
+        return []
+    return [f'<line class="ref" x1="{ax.x(xa):.1f}" y1="{ax.y(k * xa):.1f}" x2="{ax.x(xb):.1f}" '
+            f'y2="{ax.y(k * xb):.1f}" stroke="{color}" stroke-dasharray="{dash}"><title>{escape(label)}</title></line>',
+            f'<text x="{ax.x(xb) - 4:.1f}" y="{ax.y(k * xb) + 12:.1f}" text-anchor="end" font-size="10" '
+            f'fill="{color}">{escape(label)}</text>']
+
+
+def _whiskers(p: Point, ax: _Axes, color: str) -> list[str]:
+    out, cx, cy = [], ax.x(p.x), ax.y(p.y)
+    if p.xlow is not None and p.xhigh is not None:
+        a, b = ax.x(p.xlow), ax.x(p.xhigh)
+        out += [f'<line x1="{a:.1f}" y1="{cy:.1f}" x2="{b:.1f}" y2="{cy:.1f}" stroke="{color}" stroke-width="1.5"/>',
+                f'<line x1="{a:.1f}" y1="{cy - 4:.1f}" x2="{a:.1f}" y2="{cy + 4:.1f}" stroke="{color}"/>',
+                f'<line x1="{b:.1f}" y1="{cy - 4:.1f}" x2="{b:.1f}" y2="{cy + 4:.1f}" stroke="{color}"/>']
+    if p.ylow is not None and p.yhigh is not None:
+        a, b = ax.y(p.ylow), ax.y(p.yhigh)
+        out += [f'<line x1="{cx:.1f}" y1="{a:.1f}" x2="{cx:.1f}" y2="{b:.1f}" stroke="{color}" stroke-width="1.5"/>',
+                f'<line x1="{cx - 4:.1f}" y1="{a:.1f}" x2="{cx + 4:.1f}" y2="{a:.1f}" stroke="{color}"/>',
+                f'<line x1="{cx - 4:.1f}" y1="{b:.1f}" x2="{cx + 4:.1f}" y2="{b:.1f}" stroke="{color}"/>']
+    return out
+
+
+def _legend_at(names: list[str], w: int, top: int) -> list[tuple[str, int, int]]:
+    """(name, x, baseline y) per legend entry, wrapping rows at the plot's width."""
+    out, x, y = [], L + 8, top + 12
+    for n in names:
+        width = 22 + 7 * len(n)
+        if x + width > w - R and x > L + 8:
+            x, y = L + 8, y + 16
+        out.append((n, x, y))
+        x += width
+    return out
+
+
+def _scatter_legend(entries: list[tuple[str, int, int]], colors: dict[str, str]) -> list[str]:
+    out = []
+    for n, x, y in entries:
+        out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colors[n]}"/>')
+        out.append(f'<text x="{x + 14}" y="{y}" font-size="11">{escape(n)}</text>')
+    return out
+
+
+def scatter(title: str, series: dict[str, list[Point]], xlabel: str, ylabel: str, *,
+            lines: dict[str, list[tuple[float, float]]] | None = None,
+            slopes: list[tuple[str, float]] | None = None, hlines: list[tuple[str, float]] | None = None,
+            colors: dict[str, str] | None = None, xlim: tuple[float, float] | None = None,
+            ylim: tuple[float, float] | None = None, xticks: list[float] | None = None,
+            width: int = W, height: int = H, empty: str = "no data") -> str:
+    """Dots with optional whiskers (``<g class="pt">`` with a ``<title>`` tooltip each), per-series
+    polylines (``lines``, drawn with hollow markers, e.g. a fitted prediction), lines y = k·x through the
+    origin (``slopes``, e.g. y = x and ±15%) and labelled horizontal reference lines (``hlines``).
+    Colours follow ``colors`` by series name, else the default palette; axes are numeric."""
+    lines, slopes, hlines = lines or {}, slopes or [], hlines or []
+    pts = [p for ps in series.values() for p in ps]
+    if not pts and not any(lines.values()):
+        return _empty(title, empty)
+    names = list(dict.fromkeys([*series, *lines]))
+    palette = {n: (colors or {}).get(n) or COLORS[i % len(COLORS)] for i, n in enumerate(names)}
+    xs = [v for p in pts for v in (p.x, p.xlow, p.xhigh) if v is not None] + [x for ls in lines.values() for x, _ in ls]
+    ys = ([v for p in pts for v in (p.y, p.ylow, p.yhigh) if v is not None]
+          + [y for ls in lines.values() for _, y in ls] + [v for _, v in hlines])
+    legend = _legend_at(names, width, height - 4)
+    total_h = (legend[-1][2] + 6) if legend else height
+    ax = _Axes(xlim or _limits(xs), ylim or _limits(ys), width, height)
+    out = _scatter_frame(title, ax, xlabel, ylabel, xticks, total_h)
+    for label, k in slopes:
+        out += _slope(label, k, ax, "#6b7280" if k == 1 else "#9ca3af", "none" if k == 1 else "4,4")
+    for label, v in hlines:
+        y = ax.y(v)
+        out.append(f'<line class="ref" x1="{L}" y1="{y:.1f}" x2="{width - R}" y2="{y:.1f}" stroke="#6b7280" '
+                   f'stroke-dasharray="6,3"><title>{escape(label)}: {v:.4g}</title></line>')
+        out.append(f'<text x="{width - R - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" fill="#4b5563">'
+                   f'{escape(label)} {_fmt(v)}</text>')
+    for name, ls in lines.items():
+        c = palette[name]
+        xy = [(ax.x(x), ax.y(y)) for x, y in ls]
+        if len(xy) > 1:
+            out.append(f'<polyline class="fit" fill="none" stroke="{c}" stroke-width="1.5" stroke-opacity="0.7" '
+                       'points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>')
+        out += [f'<circle class="pred" cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#ffffff" stroke="{c}">'
+                f'<title>{escape(name)}: {x:g} → {y:.4g}</title></circle>' for (px, py), (x, y) in zip(xy, ls, strict=True)]
+    for name, ps in series.items():
+        c = palette[name]
+        for p in ps:
+            out.append(f'<g class="pt"><title>{escape(p.tip or f"{name}: {p.x:.4g}, {p.y:.4g}")}</title>')
+            out += _whiskers(p, ax, c)
+            out.append(f'<circle cx="{ax.x(p.x):.1f}" cy="{ax.y(p.y):.1f}" r="4.5" fill="{c}" '
+                       f'fill-opacity="0.85" stroke="#ffffff"/></g>')
+    out += _scatter_legend(legend, palette)
     return "\n".join(out + ["</svg>"])

@@ -176,13 +176,16 @@ def stop_command(
 
 def restart_command(
     name: str = typer.Argument(..., help="Deployment name."),
+    force: bool = typer.Option(False, "--force", help="Override a failed lineage check (needs --reason)."),
+    reason: str = typer.Option(None, "--reason", help="Why the override is acceptable (recorded)."),
 ) -> None:
-    """Stop and start a local engine again from its saved spec (warm compile cache).
+    """Stop and start a local engine again from its saved spec (warm compile cache). A lineage
+    override recorded for the same target/draft pair still holds.
 
     Example: specops restart tiny
     """
     from specops.engines.manage import restart
 
-    result = restart(name, progress=_progress)
+    result = restart(name, progress=_progress, force=force, reason=reason)
     for line in result.summary_lines():
         typer.echo(line)

@@ -30,6 +30,9 @@ def tune_command(
     requests: int = typer.Option(8, "--requests", help="Requests per run."),
     max_tokens: int = typer.Option(64, "--max-tokens", help="Output tokens per request."),
     enforce_eager: bool = typer.Option(False, "--enforce-eager", help="Start engines with --enforce-eager."),
+    dtype: str = typer.Option(None, "--dtype", help="Engine --dtype (default bfloat16; float32 on CPUs without "
+                              "AVX512-BF16)."),
+    inner_repeats: int = typer.Option(None, "--inner-repeats", help="Runs per load inside one engine life (default 1)."),
     endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
                                            help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
                                            "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
@@ -59,7 +62,8 @@ def tune_command(
         opts = options_from(deployment=deployment, spec=spec, model=model, draft=draft, endpoints=endpoints,
                             workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
                             concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
-                            max_tokens=max_tokens, enforce_eager=enforce_eager or None,
+                            max_tokens=max_tokens, enforce_eager=enforce_eager or None, dtype=dtype,
+                            inner_repeats=inner_repeats,
                             budget_s=budget_minutes * 60 if budget_minutes else None)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable

@@ -203,8 +203,19 @@ def _ensure(reg, spec: DeploymentSpec, notes: list[str]) -> tuple:
     return t, d
 
 
+def previous_override(reg, name: str, tref: str, dref: str):
+    """The newest ``deployment.forced`` event of ``name`` for exactly this target/draft pair, or None."""
+    for e in reg.events(subject=name, kind="deployment.forced", limit=20):
+        if (e.data or {}).get("target") == tref and (e.data or {}).get("draft") == dref:
+            return e
+    return None
+
+
 def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, reason: str | None,
-                 notes: list[str]) -> None:
+                 notes: list[str], keep_override: bool = False) -> None:
+    """Refuse a draft/target pair the registry says do not belong together, unless forced with a
+    reason. ``keep_override`` (restart): an override recorded earlier for this deployment and exactly
+    this pair still holds, and is recorded again."""
     if d is None:
         return
     tref, dref = f"{t.name}@{t.version}", f"{d.name}@{d.version}"
@@ -213,6 +224,9 @@ def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, 
         notes += [f"lineage warning: {f.message}" for f in report.findings if f.severity == "warning"]
         return
     worst = next(f for f in report.findings if f.severity == "error")
+    if not force and keep_override and (prev := previous_override(reg, spec.name, tref, dref)) is not None:
+        force = True
+        reason = f"restart keeps the override of {prev.at.isoformat(timespec='seconds')}: {prev.reason}"
     if not force:
         raise IncompatibleError(f"lineage check failed for {dref} on {tref}: [{worst.code}] {worst.message}",
                                 f"{(worst.fix or 'use a draft trained for this target').rstrip('.')}; or deploy "
@@ -227,7 +241,7 @@ def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, 
 
 def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, dry_run: bool = False,
                  force: bool = False, reason: str | None = None, check: bool = True,
-                 progress: local.Progress | None = None, registry=None) -> DeployResult:
+                 progress: local.Progress | None = None, registry=None, keep_override: bool = False) -> DeployResult:
     """Deploy ``spec`` as a local vLLM process (see the module docstring for the order of steps)."""
     if force and not (reason or "").strip():
         raise InputError("--force needs --reason", 'say why, e.g. --force --reason "draft retrain pending"')
@@ -263,7 +277,8 @@ def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, d
 
             reg = open_registry()
         t, d = _ensure(reg, spec, result.notes)
-        lineage_gate(reg, spec, t, d, version, force=force, reason=reason, notes=result.notes)
+        lineage_gate(reg, spec, t, d, version, force=force, reason=reason, notes=result.notes,
+                     keep_override=keep_override)
         result.target_ref = f"{t.name}@{t.version}"
         result.draft_ref = f"{d.name}@{d.version}" if d else None
         result = _start(spec, reg, result, argv, env, key_env, t, d, progress)

@@ -133,13 +133,20 @@ def stop(name: str, *, grace_s: float = 30.0, registry=None, progress: local.Pro
     return how
 
 
-def restart(name: str, *, registry=None, progress: local.Progress | None = None, check: bool = False):
-    """Stop, then deploy again from the spec saved at the last deploy (warm compile cache)."""
+def restart(name: str, *, registry=None, progress: local.Progress | None = None, check: bool = False,
+            force: bool = False, reason: str | None = None):
+    """Stop, then deploy again from the spec saved at the last deploy (warm compile cache).
+
+    A lineage override (``--force --reason``) recorded for this deployment and the same target/draft
+    pair still holds; a new override needs ``force`` and ``reason``."""
     from specops.engines.spec import load_spec
 
     spec_file = deployment_dir(name) / "spec.yaml"
     if not spec_file.is_file():
         raise NotFoundError(f"deployment {name} has no saved spec", "deploy it with `specops deploy SPEC`")
     reg = _open(registry)
+    if force and not (reason or "").strip():
+        raise InputError("--force needs --reason", 'say why, e.g. --force --reason "draft retrain pending"')
     stop(name, registry=reg, progress=progress)
-    return deploy_local(load_spec(spec_file), spec_path=spec_file, registry=reg, progress=progress, check=check)
+    return deploy_local(load_spec(spec_file), spec_path=spec_file, registry=reg, progress=progress, check=check,
+                        force=force, reason=reason, keep_override=True)

@@ -86,16 +86,24 @@ def grid_options(opts: TuneOptions) -> GridOptions:
 
 
 def default_engines(opts: TuneOptions, store: PointStore) -> tuple[Deployer, Measurer]:
-    from specops.tune.engine import BenchMeasurer, LocalDeployer, RemoteDeployer
+    """Remote endpoints when given, else one local deployment ``tune-<run id>`` redeployed per
+    configuration through ``specops deploy``."""
+    from specops.tune.engine import BenchMeasurer, LocalDeployer, RemoteDeployer, base_spec
 
     if opts.endpoints:
         deployer = RemoteDeployer(opts.endpoints, api_key_env=opts.api_key_env)
     else:
-        deployer = LocalDeployer(model=opts.model, workdir=store.dir / "engines", served_name=opts.served_name,
-                                 max_model_len=opts.max_model_len, dtype=opts.dtype, vllm_version=opts.vllm_version,
-                                 enforce_eager=opts.enforce_eager)
+        spec = base_spec(name=deployment_name(store.run_id), model=opts.model, served_name=opts.served_name,
+                         max_model_len=opts.max_model_len, dtype=opts.dtype, vllm_version=opts.vllm_version,
+                         enforce_eager=opts.enforce_eager)
+        deployer = LocalDeployer(spec, registry=store.registry)
     return deployer, BenchMeasurer(workload=opts.workload, requests=opts.requests, max_tokens=opts.max_tokens,
                                    api_key_env=opts.api_key_env)
+
+
+def deployment_name(run_id: str) -> str:
+    """The local deployment a run redeploys: ``tune-<run id>`` (a DNS-1123 label)."""
+    return f"tune-{run_id}".lower()[:63].rstrip("-")
 
 
 def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneOptions, PointStore]:

@@ -1,9 +1,8 @@
 """The real deployer and measurer behind `specops tune`.
 
-- :class:`LocalDeployer` starts one vLLM engine per configuration on this machine (the module-form
-  argv from :func:`specops.engines.argv.render_argv`, a contained offline environment, the compile
-  cache shared across restarts under ``$SPECOPS_HOME/cache/`` so restarts are warm), waits for
-  ``/health`` and stops it (its own process group only). An engine that exits or never gets healthy
+- :class:`LocalDeployer` redeploys one local deployment per configuration through ``specops deploy``
+  (registry, lineage gate, contained environment, shared compile cache, /health wait) and stops it
+  with ``specops stop`` (its own process group only). An engine that exits or never gets healthy
   raises :class:`EngineError` with the last lines of its log.
 - :class:`RemoteDeployer` measures engines someone else runs: one endpoint per configuration, no
   redeploy; "starting" only checks that the endpoint answers.
@@ -15,19 +14,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import signal
 import socket
 import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specops.errors import EngineError, InputError, MeasurementError
-from specops.tune.types import EngineConfig, Sample
+from specops.tune.types import DRAFT_METHODS, EngineConfig, Sample
+
+if TYPE_CHECKING:
+    from specops.engines.spec import DeploymentSpec
 
 
 @dataclass
@@ -56,105 +53,67 @@ def _tail(path: Path | None, lines: int = 8) -> str:
 
 @dataclass
 class LocalDeployer:
-    """Start/stop a local vLLM engine per configuration (one at a time)."""
+    """Redeploy one local deployment per configuration through ``specops deploy``
+    (:func:`specops.engines.deploy.deploy_local`) and stop it with ``specops stop``.
 
-    model: str
-    workdir: Path
-    served_name: str = "tune"
-    max_model_len: int = 512
-    dtype: str = "bfloat16"
-    vllm_version: str = "0.32.0"
-    enforce_eager: bool = False
-    startup_timeout_s: float = 420.0
-    extra_env: dict = field(default_factory=dict)
-    extra_args: list[str] = field(default_factory=list)
-    _short_tmp: list[Path] = field(default_factory=list, repr=False)
+    Each start is a real deploy of ``base`` with the configuration's speculative block: the target and
+    draft are registered and lineage-checked, the deployment row records every status change, the
+    compile cache under ``$SPECOPS_HOME/cache/`` is shared across restarts, and a start that fails
+    (missing draft, lineage refused, engine exits or never gets healthy) raises a SpecopsError. vLLM's
+    own argument parser checks the first launch only (the later ones differ in the speculative block).
+    """
 
-    def _env(self) -> dict:
-        from specops.settings import cache_dir
+    base: DeploymentSpec
+    check_first: bool = True
+    registry: object | None = None
+    _checked: bool = field(default=False, repr=False)
 
-        tmp = self.workdir / "tmp"
-        if len(str(tmp)) > 48:  # vLLM binds ZMQ IPC sockets in TMPDIR: paths over 107 bytes fail
-            tmp = Path(tempfile.mkdtemp(prefix="specops-tune-"))
-            self._short_tmp.append(tmp)
-        tmp.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-                    "DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": env.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-                    "TMPDIR": str(tmp), "VLLM_CACHE_ROOT": str(cache_dir() / "vllm")})
-        iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
-        if iomp.is_file():
-            env["LD_PRELOAD"] = str(iomp)
-        env.update(self.extra_env)
-        return env
+    @property
+    def name(self) -> str:
+        return self.base.name
 
-    def argv(self, config: EngineConfig, port: int) -> list[str]:
-        from specops.engines.argv import LaunchConfig, render_argv
+    def spec_for(self, config: EngineConfig, port: int | None = None) -> DeploymentSpec:
+        from specops.engines.spec import ModelRef, SpeculativeBlock
 
-        cfg = LaunchConfig(vllm_version=self.vllm_version, model=self.model, served_model_name=self.served_name,
-                           method=config.method, draft_model=config.draft,
-                           num_speculative_tokens=config.gamma or None,
-                           prompt_lookup_max=config.gamma if config.method == "ngram" else None,
-                           host="127.0.0.1", port=port, max_model_len=self.max_model_len, dtype=self.dtype,
-                           enforce_eager=self.enforce_eager, extra_args=list(self.extra_args))
-        return render_argv(cfg, entrypoint="module", python=sys.executable)
+        spec = self.base.model_copy(deep=True)
+        spec.draft = ModelRef(model=config.draft) if config.draft and config.method in DRAFT_METHODS else None
+        spec.speculative = SpeculativeBlock(
+            method=config.method, num_speculative_tokens=config.gamma or None,
+            prompt_lookup_max=config.gamma if config.method == "ngram" else None)
+        spec.serve.port = port or _free_port()
+        return spec
 
     def start(self, config: EngineConfig) -> EngineHandle:
-        if config.draft and not Path(config.draft).expanduser().exists() and config.draft.startswith(("/", ".")):
-            raise EngineError(f"draft folder {config.draft} does not exist", "pass an existing --draft folder")
-        port = _free_port()
-        argv = self.argv(config, port)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        log = self.workdir / f"engine-{config.key}.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=self._env(),
-                                    start_new_session=True)
-        (self.workdir / "engine.pid").write_text(f"{proc.pid}\n", encoding="utf-8")
-        url = f"http://127.0.0.1:{port}"
-        handle = EngineHandle(url, self.served_name, proc.pid, proc, log, config=config)
-        try:
-            self._wait_healthy(handle, config)
-        except BaseException:  # incl. Ctrl-C while waiting: never leave the engine behind
-            self.stop(handle)
-            raise
-        return handle
+        from specops.engines.deploy import deploy_local
 
-    def _wait_healthy(self, handle: EngineHandle, config: EngineConfig) -> None:
-        import httpx
-
-        proc, log, url = handle.proc, handle.log, handle.endpoint
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise EngineError(f"the engine for {config.key} exited with code {proc.returncode} during start-up: "
-                                  f"{_tail(log)}", f"read {log}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise EngineError(f"the engine for {config.key} was not healthy after {self.startup_timeout_s:.0f} s: "
-                          f"{_tail(log)}", f"read {log}; raise the start-up timeout on a slow machine")
+        spec = self.spec_for(config)
+        result = deploy_local(spec, check=self.check_first and not self._checked, registry=self._registry())
+        self._checked = True
+        return EngineHandle(result.endpoint, spec.served_name(), result.pid, None,
+                            Path(result.log) if result.log else None, config=config)
 
     def stop(self, handle: EngineHandle) -> None:
-        proc = handle.proc
-        try:
-            if proc is not None and proc.poll() is None:
-                self._stop(proc)
-        finally:
-            (self.workdir / "engine.pid").unlink(missing_ok=True)
-            while self._short_tmp:
-                shutil.rmtree(self._short_tmp.pop(), ignore_errors=True)
+        from specops.engines.manage import stop
 
-    @staticmethod
-    def _stop(proc: subprocess.Popen) -> None:
-        os.killpg(proc.pid, signal.SIGTERM)  # the group start_new_session made: only what we started
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop(self.name, grace_s=30.0, registry=self._registry())
+
+    def _registry(self):
+        if self.registry is None:
+            from specops.registry import open_registry
+
+            self.registry = open_registry()
+        return self.registry
+
+
+def base_spec(*, name: str, model: str, served_name: str, max_model_len: int, dtype: str | None,
+              vllm_version: str, enforce_eager: bool, max_num_seqs: int | None = None) -> DeploymentSpec:
+    """The deployment every tune configuration is a variant of."""
+    from specops.engines.spec import DeploymentSpec, EngineBlock, ModelRef, ServeBlock
+
+    return DeploymentSpec(name=name, target=ModelRef(model=model),
+                          engine=EngineBlock(vllm_version=vllm_version, max_model_len=max_model_len, dtype=dtype,
+                                             enforce_eager=enforce_eager, max_num_seqs=max_num_seqs),
+                          serve=ServeBlock(served_model_name=served_name))
 
 
 @dataclass
@@ -203,17 +162,14 @@ class BenchMeasurer:
     async def _prepare(self, handle: EngineHandle, target):
         import httpx
 
-        from specops.benchmark.runner import _model_info, _prompt_tokens, _warm, auth_headers
-        from specops.benchmark.workloads import cap_to_context, load_workload
+        from specops.benchmark.runner import prepare_target, warm
+        from specops.benchmark.workloads import load_workload
 
         if not handle.prepared:
             base = load_workload(self.workload, self.max_tokens, self.seed)
             async with httpx.AsyncClient() as client:
-                model, max_len = await _model_info(client, target, auth_headers(target))
-                counts = await _prompt_tokens(client, target.endpoint, model, [p.prompt for p in base.prompts],
-                                              auth_headers(target)) if max_len else []
-            workload = cap_to_context(base, max_len, counts)
-            await _warm(target, model, workload, self.warmup)
+                model, workload = await prepare_target(client, target, base)
+            await warm(target, model, workload, self.warmup)
             handle.prepared.update(model=model, workload=workload)
         return handle.prepared["model"], handle.prepared["workload"]
 

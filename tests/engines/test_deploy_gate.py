@@ -79,3 +79,24 @@ def test_the_gate_runs_before_the_engine_starts(tiny_models, specops_home):
     link = tmpdir_for(specops_home / "deployments" / "gate")
     assert not link.is_symlink()  # the short TMPDIR link is removed when nothing started
     assert [r.name for r in reg.list_deployments()] == []
+
+
+def test_a_restart_keeps_an_override_recorded_for_the_same_pair_only(tiny_models):
+    reg = open_registry()
+    reg.register_target(str(tiny_models["target-v1"]))
+    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
+    spec = _spec(tiny_models, "target-v2")
+    t, d = _ensure(reg, spec, [])
+    with pytest.raises(IncompatibleError):  # nothing recorded yet: a restart has no override to keep
+        lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=[], keep_override=True)
+    lineage_gate(reg, spec, t, d, "0.32.0", force=True, reason="canary only", notes=[])
+    notes: list[str] = []
+    lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=notes, keep_override=True)
+    assert any("restart keeps the override" in n and "canary only" in n for n in notes)
+    assert len(reg.events(subject="gate", kind="deployment.forced")) == 2  # the kept override is recorded
+    with pytest.raises(IncompatibleError):  # a plain deploy does not inherit it
+        lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=[])
+    other = reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model",
+                               version="2")[0]
+    with pytest.raises(IncompatibleError):  # another draft version: the override does not cover it
+        lineage_gate(reg, spec, t, other, "0.32.0", force=False, reason=None, notes=[], keep_override=True)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from specops.registry import open_registry
+from specops.settings import deployment_dir
+from specops.tune.api import deployment_name
 from specops.tune.calibration import load_calibration
 from specops.tune.fit import fit_acceptance
 from specops.tune.store import PointStore, list_runs
@@ -50,8 +53,8 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
             break
         time.sleep(0.5)
     assert run_id is not None, proc.stderr.read() if proc.poll() is not None else "no point within 600 s"
-    pid_file = specops_home / "tune" / run_id / "engines" / "engine.pid"
-    engine_pid = int(pid_file.read_text()) if pid_file.exists() else None
+    engine_file = deployment_dir(deployment_name(run_id)) / "engine.json"  # written by `specops deploy`
+    engine_pid = json.loads(engine_file.read_text())["pid"] if engine_file.exists() else None
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=120)
     assert proc.returncode == 130
@@ -88,4 +91,9 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
     assert fit_acceptance(points)[0].per_position == pytest.approx(expected, rel=1e-12)
     assert doc["calibration"] == "ci-tiny@1" and load_calibration("ci-tiny").run_id == run_id
     rows = {(r["config"]["method"], r["concurrency"]): r for r in doc["report"]["rows"]}
+    # every configuration was a redeploy of one registered deployment, stopped at the end
+    dep = open_registry().get_deployment(deployment_name(run_id))
+    assert dep.platform == "local" and dep.status == "stopped" and dep.target_ref
+    statuses = [e.message for e in open_registry().events(subject=dep.name, limit=200)]
+    assert sum(m.endswith("-> running") for m in statuses) >= 3  # none (twice: interrupted, resumed), ngram-g2
     assert rows[("draft_model", 1)]["status"] == "failed" and rows[("ngram", 4)]["predicted_tokens_per_s"] > 0
