@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,9 +36,11 @@ def main() -> int:
     ap.add_argument("--inner-repeats", type=int, default=2, help="runs per load inside one engine life")
     ap.add_argument("--dtype", default="float32", help="float32: bf16 matmuls are ~14x slower without AVX512-BF16")
     ap.add_argument("--json", action="store_true", help="print the report as JSON too")
+    ap.add_argument("--refit", action="store_true", help="with --resume: fit and report the stored points only")
     args = ap.parse_args()
 
     from specops.tune.api import TuneOptions, tune
+    from specops.tune.store import PointStore
 
     models = Path(args.models)
     opts = None if args.resume else TuneOptions(
@@ -47,11 +50,12 @@ def main() -> int:
         requests=args.requests, max_tokens=args.max_tokens, dtype=args.dtype, max_model_len=512,
         enforce_eager=True, name=args.name)
     t0 = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))  # stop the engine too
 
     def progress(event: str, info: dict) -> None:
         print(f"[{time.monotonic() - t0:7.1f}s] {event} {info}", file=sys.stderr, flush=True)
 
-    result = tune(opts, resume=args.resume, progress=progress)
+    result = tune(opts, resume=args.resume, progress=progress, measure=not args.refit)
     print(f"run {result.run_id}: {time.monotonic() - t0:.0f} s wall, {result.outcome.measured_now} points measured now, "
           f"{result.outcome.reused} reused; budget stopped: {result.outcome.stopped_by_budget}")
     rep = result.report
@@ -76,27 +80,35 @@ def main() -> int:
         print(f"c={b.concurrency}: best measured {b.config.key} ({b.tokens_per_s:.1f} tok/s)")
     for line in rep.pick_within:
         print(line)
-    _recommend_pick(result.calibration)
+    opts_used = TuneOptions.model_validate(PointStore(result.run_id).meta()["options"])
+    _recommend_pick(result.calibration, rep, opts_used.concurrency, opts_used.max_tokens or 64)
     if args.json:
         print(json.dumps(rep.model_dump(mode="json"), indent=2))
     return 0
 
 
-def _recommend_pick(cal) -> None:
-    """What `specops recommend` picks with the calibration mapped onto the planner (approximate)."""
-    try:
-        from specops.planner import RecommendRequest, default_priors, recommend
-        from specops.tune.calibration import to_planner
+def _recommend_pick(cal, rep, concurrency: list[int], output_len: int) -> None:
+    """What `specops recommend --gpu cpu --calibration REF` picks per concurrency, and how that
+    configuration measured against the best measured one (the issue's ≥ 95% or inside-the-spread test)."""
+    from specops.planner.api import build_request, recommend_with_defaults
 
-        profile, measured = to_planner(cal, task="code")
-        for b in (1, 4):
-            req = RecommendRequest(model=cal.model, gpu="cpu", task="code", context_len=32, output_len=64,
-                                   batch_size=b, vllm_version="0.32.0", draft=None)
-            plan = recommend(req, priors=default_priors().with_measured(*measured), calibration=profile)
-            print(f"c={b}: recommend (calibration mapped to the planner) picks {plan.method} "
-                  f"γ={plan.num_speculative_tokens}")
-    except Exception as exc:  # noqa: BLE001 - report, do not hide the tune result
-        print(f"recommend with the calibration: not available ({exc.__class__.__name__}: {exc})")
+    rows = {(r.config.key, r.concurrency): r for r in rep.rows if r.status == "ok"}
+    for b in concurrency:
+        req = build_request(model=cal.model, gpu="cpu", task="code", context_len=64, output_len=output_len,
+                            batch_size=b, vllm_version="0.32.0")
+        plan = recommend_with_defaults(req, calibration=cal.ref)
+        key = "none" if plan.method == "none" else f"{plan.method}-g{plan.num_speculative_tokens}"
+        best = max((r for (k, c), r in rows.items() if c == b), key=lambda r: r.tokens_per_s.median)
+        pick = rows.get((key, b))
+        if pick is None:
+            print(f"c={b}: recommend picks {key}: not measured in this run")
+            continue
+        ratio = pick.tokens_per_s.median / best.tokens_per_s.median
+        ok = ratio >= 0.95 or pick.tokens_per_s.median >= best.tokens_per_s.low
+        print(f"c={b}: recommend --calibration {cal.ref} picks {key} (predicted {plan.predicted.throughput_tok_s:.0f} "
+              f"tok/s): measured {pick.tokens_per_s.median:.1f} tok/s = {ratio:.1%} of the best measured "
+              f"({best.config.key}, {best.tokens_per_s.median:.1f} [{best.tokens_per_s.low:.1f}-"
+              f"{best.tokens_per_s.high:.1f}]): {'OK' if ok else 'WORSE'}")
 
 
 if __name__ == "__main__":

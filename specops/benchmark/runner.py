@@ -162,12 +162,18 @@ def _summarise(target, model, group, concurrency, rate, results, before, after, 
         ttft_p50_s=percentile([r.ttft_s for r in ok], 50), ttft_p90_s=percentile([r.ttft_s for r in ok], 90),
         tpot_p50_s=percentile([r.tpot_s for r in ok], 50), tpot_p90_s=percentile([r.tpot_s for r in ok], 90),
         tpot_mean_s=(sum(t) / len(t)) if (t := [r.tpot_s for r in ok if r.tpot_s is not None]) else None,
+        e2e_per_token_p50_s=percentile([r.e2e_s / r.completion_tokens for r in ok
+                                        if r.e2e_s and r.completion_tokens], 50),
         measurement=m, crosscheck=crosscheck(m, results), request_results=list(results),
         memory=process_memory(target.pid) if target.pid else None)
     if m.speculation:
         _acceptance(run, ok, snapshots, group)
     if not ok:
         run.notes.append("every request failed: no latency or throughput numbers")
+    if run.tpot_p50_s and run.e2e_per_token_p50_s and run.tpot_p50_s < 0.25 * run.e2e_per_token_p50_s:
+        run.notes.append(f"bursty stream: streamed TPOT {run.tpot_p50_s * 1000:.2f} ms vs end-to-end "
+                         f"{run.e2e_per_token_p50_s * 1000:.2f} ms per token (tokens arrived in bursts: a "
+                         "CPU-starved server or client); trust end-to-end time and tokens/s here")
     return run
 
 

@@ -80,6 +80,8 @@ class RunResult(_Strict):
     tpot_p50_s: float | None = Field(None, description="Median of per-request TPOT (client).")
     tpot_p90_s: float | None = None
     tpot_mean_s: float | None = None
+    e2e_per_token_p50_s: float | None = Field(None, description="Median of per-request end-to-end latency ÷ "
+                                              "output tokens (s): immune to bursty streams.")
     acceptance_p50: float | None = Field(None, description="Median acceptance rate across requests/windows.")
     acceptance_p5: float | None = Field(None, description="5th percentile acceptance rate.")
     acceptance_length_p50: float | None = Field(None, description="Median τ across requests/windows.")

@@ -160,6 +160,10 @@ class _Axes:
         return self.h - B - (self.h - B - T) * (v - self.y0) / span
 
 
+def _tick(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else _fmt(v)
+
+
 def _limits(values: list[float], pad: float = 0.08) -> tuple[float, float]:
     lo, hi = min(values), max(values)
     if hi <= lo:
@@ -177,11 +181,11 @@ def _scatter_frame(title: str, ax: _Axes, xlabel: str, ylabel: str, xticks: list
     for v in nice_ticks(ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{w - R}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(v)}</text>')
+        out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_tick(v)}</text>')
     for v in xticks if xticks is not None else nice_ticks(ax.x0, ax.x1):
         x = ax.x(v)
         out.append(f'<line x1="{x:.1f}" y1="{h - B}" x2="{x:.1f}" y2="{h - B + 4}" stroke="#374151"/>')
-        out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{_fmt(v)}</text>')
+        out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{_tick(v)}</text>')
     out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="#374151"/>')
     out.append(f'<line x1="{L}" y1="{h - B}" x2="{w - R}" y2="{h - B}" stroke="#374151"/>')
     out.append(f'<text x="{(L + w - R) / 2}" y="{h - B + 29}" text-anchor="middle" font-size="11">'
@@ -244,9 +248,10 @@ def scatter(title: str, series: dict[str, list[Point]], xlabel: str, ylabel: str
             slopes: list[tuple[str, float]] | None = None, hlines: list[tuple[str, float]] | None = None,
             colors: dict[str, str] | None = None, xlim: tuple[float, float] | None = None,
             ylim: tuple[float, float] | None = None, xticks: list[float] | None = None,
-            width: int = W, height: int = H, empty: str = "no data") -> str:
+            line_tips: dict[str, list[str]] | None = None, width: int = W, height: int = H, empty: str = "no data") -> str:
     """Dots with optional whiskers (``<g class="pt">`` with a ``<title>`` tooltip each), per-series
-    polylines (``lines``, drawn with hollow markers, e.g. a fitted prediction), lines y = k·x through the
+    polylines (``lines``, e.g. a fitted prediction: hollow markers whose tooltips are ``line_tips`` or
+    "NAME: x → y"), lines y = k·x through the
     origin (``slopes``, e.g. y = x and ±15%) and labelled horizontal reference lines (``hlines``).
     Colours follow ``colors`` by series name, else the default palette; axes are numeric."""
     lines, slopes, hlines = lines or {}, slopes or [], hlines or []
@@ -271,13 +276,13 @@ def scatter(title: str, series: dict[str, list[Point]], xlabel: str, ylabel: str
         out.append(f'<text x="{width - R - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" fill="#4b5563">'
                    f'{escape(label)} {_fmt(v)}</text>')
     for name, ls in lines.items():
-        c = palette[name]
+        c, tips = palette[name], (line_tips or {}).get(name) or [f"{name}: {x:g} → {y:.4g}" for x, y in ls]
         xy = [(ax.x(x), ax.y(y)) for x, y in ls]
         if len(xy) > 1:
             out.append(f'<polyline class="fit" fill="none" stroke="{c}" stroke-width="1.5" stroke-opacity="0.7" '
                        'points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>')
         out += [f'<circle class="pred" cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#ffffff" stroke="{c}">'
-                f'<title>{escape(name)}: {x:g} → {y:.4g}</title></circle>' for (px, py), (x, y) in zip(xy, ls, strict=True)]
+                f'<title>{escape(tip)}</title></circle>' for (px, py), tip in zip(xy, tips, strict=True)]
     for name, ps in series.items():
         c = palette[name]
         for p in ps:

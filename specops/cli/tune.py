@@ -36,6 +36,8 @@ def tune_command(
     endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
                                            help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
                                            "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
+    refit: bool = typer.Option(False, "--refit", help="With --resume: fit and report the stored points, "
+                               "measuring nothing (a new calibration revision)."),
     list_: bool = typer.Option(False, "--list", help="List stored tune runs and calibrations, then exit."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
@@ -67,7 +69,7 @@ def tune_command(
                             budget_s=budget_minutes * 60 if budget_minutes else None)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable
-    result = tune(opts, resume=resume, progress=progress)
+    result = tune(opts, resume=resume, progress=progress, measure=not refit)
     if result.report is None:
         raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
                          f"read the engine logs under $SPECOPS_HOME/tune/{result.run_id}/engines/, fix the cause, "

@@ -123,18 +123,30 @@ def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneO
 
 def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer: Deployer | None = None,
          measurer: Measurer | None = None, progress: Progress | None = None, clock=time.monotonic,
-         fit: bool = True) -> TuneResult:
-    """Plan, measure (skipping points already stored for this run), fit, store and report."""
+         fit: bool = True, measure: bool = True) -> TuneResult:
+    """Plan, measure (skipping points already stored for this run), fit, store and report.
+
+    ``measure=False`` (``--refit``) fits and reports the points a run has stored, starting nothing."""
+    if not measure and not resume:
+        raise InputError("--refit works on a stored run", "pass --resume RUN_ID with --refit")
     if opts is not None and not resume:
         plan_grid(grid_options(opts))  # refuse a bad grid before anything is written
     opts, store = start_or_resume(opts, resume)
     grid = grid_options(opts)
     sessions = plan_grid(grid.model_copy(update={"budget_s": None}))  # the runner applies the budget
-    if deployer is None or measurer is None:
-        real_deployer, real_measurer = default_engines(opts, store)
-        deployer, measurer = deployer or real_deployer, measurer or real_measurer
-    outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s, restart_s=opts.restart_s,
-                       run_s=opts.run_s, clock=clock, progress=progress)
+    if not measure:
+        stored = store.load()
+        outcome = RunOutcome(results=stored, reused=len(stored))
+        planned = {p.key for sess in sessions for p in sess.points}
+        if missing := len(planned - {r.point.key for r in stored}):
+            outcome.notes.append(f"refit only: {missing} planned point(s) were never measured "
+                                 f"(--resume {store.run_id} without --refit measures them)")
+    else:
+        if deployer is None or measurer is None:
+            real_deployer, real_measurer = default_engines(opts, store)
+            deployer, measurer = deployer or real_deployer, measurer or real_measurer
+        outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s, restart_s=opts.restart_s,
+                           run_s=opts.run_s, clock=clock, progress=progress)
     ok = [r for r in outcome.results if r.status == "ok"]
     if not fit or not ok:
         if fit:

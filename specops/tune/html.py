@@ -28,6 +28,12 @@ TUNE_CSS = CSS + """.num{text-align:right;font-variant-numeric:tabular-nums}tr.f
 .err{color:#b91c1c}.tag{font-size:11px;border-radius:4px;padding:0 4px;margin-left:4px;background:#e0e7ff}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dl.meta dt{font-weight:bold}
 dl.meta dd{margin:0}"""
+CAPTION_A = (f"One dot per configuration × concurrency: x = measured median tokens/s (whisker: spread over repeats), "
+             f"y = the fitted model's prediction. Dots on the solid line are predicted exactly; dashed lines mark "
+             f"±{BAND:.0%}. Hover a dot for its numbers.")
+CAPTION_B = ("Per concurrency: dots are measured medians (whisker: spread), lines with hollow markers the fitted "
+             "model's prediction at each γ of the grid, the dashed line the measured baseline without speculation.")
+CAPTION_C = "From the engine's counters: the share of drafts whose first i tokens were all accepted, per drafter."
 
 
 def render_tune_html(report: TuneReport, calibration: Calibration, *, recommend_picks: list[dict] | None = None,
@@ -39,9 +45,9 @@ def render_tune_html(report: TuneReport, calibration: Calibration, *, recommend_
     parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/><title>{escape(title)}</title>'
              f"<style>{TUNE_CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>", _header(report, calibration, at),
-             "<h2>Predicted vs measured</h2><div class=\"plots\">", plot_predicted_vs_measured(report), "</div>",
-             "<h2>Tokens/s against γ</h2><div class=\"plots\">", *plots_by_gamma(report, calibration), "</div>",
-             "<h2>Acceptance per draft position</h2><div class=\"plots\">", plot_acceptance(calibration), "</div>",
+             "<h2>Predicted vs measured</h2>", _caption(CAPTION_A), "<div class=\"plots\">", plot_predicted_vs_measured(report), "</div>",
+             "<h2>Tokens/s against γ</h2>", _caption(CAPTION_B), "<div class=\"plots\">", *plots_by_gamma(report, calibration), "</div>",
+             "<h2>Acceptance per draft position</h2>", _caption(CAPTION_C), "<div class=\"plots\">", plot_acceptance(calibration), "</div>",
              "<h2>Picks</h2>", _picks(report, recommend_picks),
              "<h2>Every grid point</h2>", _rows_table(report), "</body></html>"]
     return "\n".join(parts)
@@ -55,6 +61,10 @@ def write_tune_html(html: str, path: str | Path) -> Path:
     except OSError as exc:
         raise InputError(f"cannot write the tune report {p} ({exc.strerror})", "pass a writable --html path") from None
     return p
+
+
+def _caption(text: str) -> str:
+    return f'<p class="meta">{escape(text)}</p>'
 
 
 # --- header ----------------------------------------------------------------------------------------------
@@ -134,11 +144,15 @@ def _gamma_plot(report: TuneReport, cal: Calibration, b: int, gammas: dict[str, 
     ys = [v for ps in series.values() for p in ps for v in (p.yhigh, p.y)] + [y for ls in lines.values()
                                                                             for _, y in ls] + [v for _, v in hlines]
     return scatter(f"Tokens/s against γ at concurrency {b}", series, "γ (drafted tokens per step)",
-                   "tokens/s", lines={f"{m} (fitted)": ls for m, ls in lines.items()}, hlines=hlines,
-                   colors=METHOD_COLORS | {f"{m} (fitted)": c for m, c in METHOD_COLORS.items()},
+                   "tokens/s", lines=lines, hlines=hlines,
+                   colors=METHOD_COLORS, line_tips={m: _fit_tips(m, ls, b) for m, ls in lines.items()},
                    xlim=(min(all_g) - 0.5, max(all_g) + 0.5) if all_g else None,
                    ylim=(0.0, max(ys) * 1.1) if ys else None, xticks=[float(g) for g in all_g],
                    empty=f"no speculative configuration measured at concurrency {b}")
+
+
+def _fit_tips(method: str, line: list[tuple[float, float]], b: int) -> list[str]:
+    return [f"{method}-g{g:.0f} @ c={b}: fitted {y:.4g} tok/s" for g, y in line]
 
 
 def _fitted(cal: Calibration, rows: dict[int, ReportRow], b: int) -> list[tuple[float, float]]:
@@ -161,7 +175,7 @@ def plot_acceptance(cal: Calibration) -> str:
                               f"over {n:.0f} drafts (drafting on {a.draft_fraction:.0%} of steps)")
                         for i, (p, n) in enumerate(zip(a.per_position, a.drafts, strict=False))]
     k = max((len(a.per_position) for a in cal.acceptance), default=0)
-    lines = {n: [(p.x, p.y) for p in ps] for n, ps in series.items()}
+    lines = {n: [(p.x, p.y) for p in ps] for n, ps in series.items()}  # the dots carry the tooltips
     colors = {n: METHOD_COLORS.get(n.split(" ")[0], "") for n in series}
     return scatter("Acceptance per draft position", series, "draft position i", "P(first i drafts accepted)",
                    lines=lines, colors={n: c for n, c in colors.items() if c}, xlim=(0.5, k + 0.5),
@@ -178,7 +192,8 @@ def _num(v: float | None, fmt: str = ".4g") -> str:
 def _fig(f: Figure | None) -> str:
     if f is None:
         return "–"
-    return f"{f.median:.4g} <span class=\"meta\">[{f.low:.4g}–{f.high:.4g}] n={f.n} {escape(f.spread)}</span>"
+    return (f"{f.median:.4g} <span class=\"meta\" title=\"n={f.n}, {escape(f.spread)}\">"
+            f"[{f.low:.4g}–{f.high:.4g}]</span>")
 
 
 def _rows_table(report: TuneReport) -> str:

@@ -46,7 +46,8 @@ class GridPoint(_Strict):
 class Sample(_Strict):
     """What a measurer returns for one run of the workload at one concurrency."""
 
-    tpot_ms: float = Field(gt=0, description="Median per-request time per output token (ms).")
+    tpot_ms: float = Field(gt=0, description="Median per-request end-to-end latency ÷ output tokens (ms); "
+                           "the streamed TPOT is unreliable on a CPU-starved box (bursty streams).")
     tokens_per_s: float = Field(gt=0, description="Output tokens / wall time of the run.")
     num_drafts: float = Field(0, ge=0, description="Engine counter delta: verify steps with a draft.")
     num_draft_tokens: float = Field(0, ge=0, description="Engine counter delta: drafted tokens.")

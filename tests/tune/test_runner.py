@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specops.errors import MeasurementError, NotFoundError
+from specops.errors import InputError, MeasurementError, NotFoundError
 from specops.registry import open_registry
 from specops.tune.api import TuneOptions, tune
 from specops.tune.calibration import (
@@ -190,3 +190,29 @@ def test_loading_a_missing_calibration_suggests_a_known_name():
     tune(options(methods=["ngram"], gammas=[2], passes=1), deployer=FakeDeployer(), measurer=FakeMeasurer())
     with pytest.raises(NotFoundError, match='Did you mean "fake-cal"'):
         load_calibration("fake-cl")
+
+
+def test_refit_fits_the_stored_points_without_starting_an_engine():
+    first = tune(options(passes=1), deployer=FakeDeployer(), measurer=FakeMeasurer())
+    dep, meas = FakeDeployer(), FakeMeasurer()
+    again = tune(resume=first.run_id, deployer=dep, measurer=meas, measure=False)
+    assert dep.started == [] and meas.calls == []
+    assert again.calibration.ref == "fake-cal@2" and again.calibration.samples == first.calibration.samples
+    assert again.report.median_error_pct == pytest.approx(first.report.median_error_pct)
+
+
+def test_refit_of_a_partial_run_says_what_was_never_measured():
+    class Interrupted(FakeMeasurer):
+        def __call__(self, handle, concurrency):
+            if len(self.calls) == 6:
+                raise KeyboardInterrupt
+            return super().__call__(handle, concurrency)
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(options(passes=1), deployer=FakeDeployer(), measurer=Interrupted())
+    (run,) = list_runs()
+    again = tune(resume=run.run_id, measure=False)
+    assert again.outcome.measured_now == 0 and again.calibration.samples == 6
+    assert any("never measured" in n for n in again.report.notes)
+    with pytest.raises(InputError, match="--refit works on a stored run"):
+        tune(options(), measure=False)
