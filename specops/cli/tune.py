@@ -38,13 +38,14 @@ def tune_command(
                                            "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
     refit: bool = typer.Option(False, "--refit", help="With --resume: fit and report the stored points, "
                                "measuring nothing (a new calibration revision)."),
+    html: str = typer.Option(None, "--html", help="Also write the HTML report (plots) to this file."),
     list_: bool = typer.Option(False, "--list", help="List stored tune runs and calibrations, then exit."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Measure a grid on the real engine, fit the performance model, store a calibration, report."""
     from specops.cli.output import check_format, emit
     from specops.errors import InputError
-    from specops.tune.api import options_from, tune
+    from specops.tune.api import options_from, recommend_picks, tune
     from specops.tune.engine import parse_endpoints
     from specops.tune.plan import parse_gammas, parse_ints, parse_methods
 
@@ -74,7 +75,17 @@ def tune_command(
         raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
                          f"read the engine logs under $SPECOPS_HOME/tune/{result.run_id}/engines/, fix the cause, "
                          f"then start a new run")
+    picks, pick_notes = ([], ["remote engines: recommend's pick is not evaluated (no local hardware to plan for)"]) \
+        if result.remote else recommend_picks(result.calibration, result.report, result.concurrency,
+                                              output_len=result.output_len)
+    result.report.notes += pick_notes
+    if html:
+        from specops.tune.html import render_tune_html, write_tune_html
+
+        html = str(write_tune_html(render_tune_html(result.report, result.calibration, recommend_picks=picks or None),
+                                   html))
     data = {"run_id": result.run_id, "calibration": result.calibration.ref, "report": result.report,
+            "recommend_picks": picks, "html": html,
             "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}
     emit(data, output, _table)
 
@@ -139,6 +150,13 @@ def _table(data) -> None:
         out.print(f"c={best.concurrency}: best measured {best.config.key} ({best.tokens_per_s:.1f} tok/s)")
     for line in rep.pick_within + rep.notes:
         out.print(line)
+    for p in data["recommend_picks"]:
+        what = "no speculation" if p["method"] == "none" else f"{p['method']} γ={p['gamma']}"
+        measured = "not measured" if p["tokens_per_s_measured"] is None else f"measured {p['tokens_per_s_measured']:.1f}"
+        out.print(f"c={p['concurrency']}: `specops recommend --calibration {data['calibration']}` picks {what} "
+                  f"({measured} tok/s)")
+    if data["html"]:
+        out.print(f"HTML report: {data['html']}")
     out.print(f"calibration stored in the registry: {data['calibration']} "
               f"(use it with `specops recommend --gpu cpu --calibration {data['calibration']}`)")
 
@@ -151,13 +169,13 @@ def _list_table(data) -> None:
     out = console()
     t = Table(title="tune runs")
     for col in ("run id", "created", "model", "methods", "points"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "run id")
     for r in data["runs"]:
         t.add_row(r["run_id"], r["created_at"][:19], r["model"], ",".join(r["methods"]), str(r["points"]))
     out.print(t)
     c = Table(title="calibrations (newest revision)")
     for col in ("calibration", "created", "model", "hardware", "engine", "points"):
-        c.add_column(col)
+        c.add_column(col, no_wrap=col == "calibration")
     for x in data["calibrations"]:
         c.add_row(x["ref"], x["created_at"][:19], x["model"], x["hardware"], x["engine_version"], str(x["samples"]))
     out.print(c)

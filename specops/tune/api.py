@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +61,9 @@ class TuneResult:
     outcome: RunOutcome
     calibration: Calibration | None  # as stored (``.ref`` is NAME@REVISION)
     report: TuneReport | None
+    concurrency: list[int] = field(default_factory=list)
+    output_len: int = 64
+    remote: bool = False
 
 
 def engine_version() -> str:
@@ -151,7 +154,8 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     if not fit or not ok:
         if fit:
             outcome.notes.append("no point was measured: nothing to fit")
-        return TuneResult(store.run_id, outcome, None, None)
+        return TuneResult(store.run_id, outcome, None, None, list(opts.concurrency), opts.max_tokens or 64,
+                          bool(opts.endpoints))
     meta = store.meta()
     cal = fit_calibration(outcome.results, name=opts.name or f"tune-{store.run_id}",
                           hardware=meta.get("hardware", hardware()), model=opts.model,
@@ -160,7 +164,36 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     cal = save_calibration(cal, store.registry)
     candidates = config_order(grid.methods, grid.gammas, grid.draft)
     report = build_report(cal, candidates, opts.concurrency, store.run_id, outcome.notes)
-    return TuneResult(store.run_id, outcome, cal, report)
+    return TuneResult(store.run_id, outcome, cal, report, list(opts.concurrency), opts.max_tokens or 64,
+                      bool(opts.endpoints))
+
+
+def recommend_picks(cal: Calibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,
+                    context_len: int = 64,
+                    gpu: str = "cpu", task: str = "code") -> tuple[list[dict], list[str]]:
+    """What ``specops recommend --calibration REF`` picks at each concurrency (as the HTML report and
+    the JSON output show it), with the pick's measured median when the grid measured it; plus notes
+    for concurrencies where recommend could not run (e.g. a model the planner cannot resolve)."""
+    from specops.errors import SpecopsError
+    from specops.planner.api import build_request, recommend_with_defaults
+
+    rows = {(r.config.key, r.concurrency): r for r in report.rows}
+    picks, notes = [], []
+    for b in concurrency:
+        try:
+            req = build_request(model=cal.model, gpu=gpu, task=task, context_len=context_len,
+                                output_len=output_len, batch_size=b)
+            plan = recommend_with_defaults(req, calibration=cal.ref)
+        except SpecopsError as exc:
+            notes.append(f"c={b}: recommend could not run: {exc.one_line()}")
+            continue
+        gamma = plan.num_speculative_tokens or 0
+        key = "none" if plan.method == "none" else f"{plan.method}-g{gamma}"
+        row = rows.get((key, b))
+        measured = row.tokens_per_s.median if row is not None and row.status == "ok" else None
+        picks.append({"concurrency": b, "method": plan.method, "gamma": gamma,
+                      "tokens_per_s_predicted": plan.predicted.throughput_tok_s, "tokens_per_s_measured": measured})
+    return picks, notes
 
 
 def stored() -> dict:
