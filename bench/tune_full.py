@@ -34,12 +34,14 @@ def main() -> int:
     ap.add_argument("--name", default="tiny-cpu-full")
     ap.add_argument("--passes", type=int, default=2, help="interleaved visits per configuration (A B A B)")
     ap.add_argument("--inner-repeats", type=int, default=2, help="runs per load inside one engine life")
+    ap.add_argument("--cpus", default="1", help="pin engines + load generator (steady numbers on 2 cores); '' = no pin")
     ap.add_argument("--dtype", default="float32", help="float32: bf16 matmuls are ~14x slower without AVX512-BF16")
     ap.add_argument("--json", action="store_true", help="print the report as JSON too")
     ap.add_argument("--refit", action="store_true", help="with --resume: fit and report the stored points only")
     args = ap.parse_args()
 
     from specops.tune.api import TuneOptions, tune
+    from specops.tune.plan import parse_cpus
     from specops.tune.store import PointStore
 
     models = Path(args.models)
@@ -48,7 +50,7 @@ def main() -> int:
         methods=["none", "ngram", "draft_model"], gammas=[1, 2, 3, 4, 6], concurrency=[1, 4],
         budget_s=args.budget_minutes * 60, passes=args.passes, inner_repeats=args.inner_repeats,
         requests=args.requests, max_tokens=args.max_tokens, dtype=args.dtype, max_model_len=512,
-        enforce_eager=True, name=args.name)
+        enforce_eager=True, name=args.name, cpus=parse_cpus(args.cpus) if args.cpus else None)
     t0 = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))  # stop the engine too
 

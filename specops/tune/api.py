@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +53,8 @@ class TuneOptions(BaseModel):
     enforce_eager: bool = Field(False, description="--enforce-eager (faster start where compile is slow).")
     vllm_version: str = Field("0.32.0", description="vLLM version the engine argv is rendered for.")
     endpoints: dict[str, str] = Field(default_factory=dict, description="Remote engines per config key (no redeploy).")
+    cpus: list[int] | None = Field(None, min_length=1, description="Pin local engines and the load generator to "
+                                   "these CPUs (steadier numbers on a small shared box).")
     api_key_env: str | None = Field(None, description="Env var with the API key of remote engines.")
 
 
@@ -98,10 +101,26 @@ def default_engines(opts: TuneOptions, store: PointStore) -> tuple[Deployer, Mea
     else:
         spec = base_spec(name=deployment_name(store.run_id), model=opts.model, served_name=opts.served_name,
                          max_model_len=opts.max_model_len, dtype=opts.dtype, vllm_version=opts.vllm_version,
-                         enforce_eager=opts.enforce_eager)
+                         enforce_eager=opts.enforce_eager, cpus=opts.cpus)
         deployer = LocalDeployer(spec, registry=store.registry)
     return deployer, BenchMeasurer(workload=opts.workload, requests=opts.requests, max_tokens=opts.max_tokens,
                                    api_key_env=opts.api_key_env)
+
+
+@contextmanager
+def pinned(cpus: list[int] | None):
+    """Run the load generator (this process) on ``cpus`` while measuring; restored afterwards."""
+    if not cpus:
+        yield
+        return
+    from specops.engines.local import check_cpus
+
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, check_cpus(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def deployment_name(run_id: str) -> str:
@@ -148,8 +167,9 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
         if deployer is None or measurer is None:
             real_deployer, real_measurer = default_engines(opts, store)
             deployer, measurer = deployer or real_deployer, measurer or real_measurer
-        outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s, restart_s=opts.restart_s,
-                           run_s=opts.run_s, clock=clock, progress=progress)
+        with pinned(opts.cpus if not opts.endpoints else None):
+            outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s,
+                               restart_s=opts.restart_s, run_s=opts.run_s, clock=clock, progress=progress)
     ok = [r for r in outcome.results if r.status == "ok"]
     if not fit or not ok:
         if fit:

@@ -106,14 +106,15 @@ class LocalDeployer:
 
 
 def base_spec(*, name: str, model: str, served_name: str, max_model_len: int, dtype: str | None,
-              vllm_version: str, enforce_eager: bool, max_num_seqs: int | None = None) -> DeploymentSpec:
+              vllm_version: str, enforce_eager: bool, max_num_seqs: int | None = None,
+              cpus: list[int] | None = None) -> DeploymentSpec:
     """The deployment every tune configuration is a variant of."""
-    from specops.engines.spec import DeploymentSpec, EngineBlock, ModelRef, ServeBlock
+    from specops.engines.spec import DeploymentSpec, EngineBlock, LocalBlock, ModelRef, ServeBlock
 
     return DeploymentSpec(name=name, target=ModelRef(model=model),
                           engine=EngineBlock(vllm_version=vllm_version, max_model_len=max_model_len, dtype=dtype,
                                              enforce_eager=enforce_eager, max_num_seqs=max_num_seqs),
-                          serve=ServeBlock(served_model_name=served_name))
+                          serve=ServeBlock(served_model_name=served_name), local=LocalBlock(cpus=cpus))
 
 
 @dataclass
@@ -155,6 +156,7 @@ class BenchMeasurer:
     seed: int = 1
     warmup: int = 1
     api_key_env: str | None = None
+    stream: bool = False  # one response per request: the client and API server take least CPU
 
     def __call__(self, handle: EngineHandle, concurrency: int) -> Sample:
         return asyncio.run(self._run(handle, concurrency))
@@ -182,7 +184,7 @@ class BenchMeasurer:
                         pid=handle.pid, api_key_env=self.api_key_env)
         model, workload = await self._prepare(handle, target)
         opts = BenchOptions(spec=target, workload=self.workload, concurrency=[concurrency], requests=self.requests,
-                            max_tokens=self.max_tokens, seed=self.seed, warmup=0)
+                            max_tokens=self.max_tokens, seed=self.seed, warmup=0, stream=self.stream)
         run = await run_once(target, model, workload, concurrency, opts, None)
         return sample_from_run(run)
 

@@ -82,6 +82,23 @@ def parse_ints(text: str, flag: str = "--concurrency") -> list[int]:
     return values
 
 
+def parse_cpus(text: str) -> list[int]:
+    """``--cpus``: CPU ids as a list and/or ranges, e.g. ``1``, ``0-3``, ``0,2``."""
+    values: set[int] = set()
+    try:
+        for part in str(text).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            values.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        values = set()
+    if not values or min(values) < 0:
+        raise InputError(f'--cpus "{text}" is not a list of CPU ids', "use e.g. 1, 0-3 or 0,2")
+    return sorted(values)
+
+
 def parse_methods(text: str) -> list[str]:
     methods = [m.strip().lower() for m in str(text).split(",") if m.strip()]
     for m in methods:
