@@ -77,9 +77,9 @@ class LocalDeployer:
 
         spec = self.base.model_copy(deep=True)
         spec.draft = ModelRef(model=config.draft) if config.draft and config.method in DRAFT_METHODS else None
-        spec.speculative = SpeculativeBlock(
-            method=config.method, num_speculative_tokens=config.gamma or None,
-            prompt_lookup_max=config.gamma if config.method == "ngram" else None)
+        # n-gram keeps vLLM's default match window, as `specops recommend` deploys it: γ is how many
+        # tokens follow a match, not the match length (tying them made acceptance depend on γ).
+        spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None)
         spec.serve.port = port or _free_port()
         return spec
 
