@@ -117,7 +117,8 @@ def _alpha(m) -> float | None:
     return alpha_from_tau(m.mean_acceptance_length, k)
 
 
-def write_report(html: str, out: str | Path) -> Path:
+def write_report(html: str, out: str | Path, *, what: str = "report", flag: str = "--out") -> Path:
+    """Write an HTML page; an unwritable path is an InputError naming the flag that gave it."""
     from specops.errors import InputError
 
     p = Path(out)
@@ -125,5 +126,5 @@ def write_report(html: str, out: str | Path) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(html, encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot write the report {p} ({exc.strerror})", "pass a writable --out path") from None
+        raise InputError(f"cannot write the {what} {p} ({exc.strerror})", f"pass a writable {flag} path") from None
     return p

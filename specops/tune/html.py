@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
-from specops.checks.report import CSS
+from specops.checks.report import CSS, write_report
 from specops.checks.svg import Point, scatter
 from specops.errors import InputError
 from specops.tune.fit import predict
@@ -54,13 +54,7 @@ def render_tune_html(report: TuneReport, calibration: Calibration, *, recommend_
 
 
 def write_tune_html(html: str, path: str | Path) -> Path:
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the tune report {p} ({exc.strerror})", "pass a writable --html path") from None
-    return p
+    return write_report(html, path, what="tune report", flag="--html")
 
 
 def _caption(text: str) -> str:
