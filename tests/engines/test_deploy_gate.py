@@ -20,6 +20,16 @@ def _spec(tiny_models, target: str, **extra) -> DeploymentSpec:
         "speculative": {"method": "draft_model", "num_speculative_tokens": 3}, **extra})
 
 
+def _stale_draft_on_v2(tiny_models):
+    """draft-v1 registered for target-v1, deployed on target-v2: the gate's incompatible pair."""
+    reg = open_registry()
+    reg.register_target(str(tiny_models["target-v1"]))
+    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
+    spec = _spec(tiny_models, "target-v2")
+    t, d = _ensure(reg, spec, [])
+    return reg, spec, t, d
+
+
 def test_unknown_models_are_registered_from_their_folders_and_the_result_says_so(tiny_models):
     reg = open_registry()
     notes: list[str] = []
@@ -32,11 +42,7 @@ def test_unknown_models_are_registered_from_their_folders_and_the_result_says_so
 
 
 def test_a_stale_draft_on_an_updated_target_stops_at_the_gate_with_a_fix(tiny_models):
-    reg = open_registry()
-    reg.register_target(str(tiny_models["target-v1"]))
-    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
-    spec = _spec(tiny_models, "target-v2")
-    t, d = _ensure(reg, spec, [])
+    reg, spec, t, d = _stale_draft_on_v2(tiny_models)
     with pytest.raises(IncompatibleError) as exc:
         lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=[])
     line = exc.value.one_line()
@@ -45,11 +51,7 @@ def test_a_stale_draft_on_an_updated_target_stops_at_the_gate_with_a_fix(tiny_mo
 
 
 def test_force_with_a_reason_overrides_the_gate_and_records_the_reason(tiny_models):
-    reg = open_registry()
-    reg.register_target(str(tiny_models["target-v1"]))
-    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
-    spec = _spec(tiny_models, "target-v2")
-    t, d = _ensure(reg, spec, [])
+    reg, spec, t, d = _stale_draft_on_v2(tiny_models)
     notes: list[str] = []
     lineage_gate(reg, spec, t, d, "0.32.0", force=True, reason="retrain queued, canary only", notes=notes)
     assert any("overridden" in n for n in notes)
@@ -82,11 +84,7 @@ def test_the_gate_runs_before_the_engine_starts(tiny_models, specops_home):
 
 
 def test_a_restart_keeps_an_override_recorded_for_the_same_pair_only(tiny_models):
-    reg = open_registry()
-    reg.register_target(str(tiny_models["target-v1"]))
-    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
-    spec = _spec(tiny_models, "target-v2")
-    t, d = _ensure(reg, spec, [])
+    reg, spec, t, d = _stale_draft_on_v2(tiny_models)
     with pytest.raises(IncompatibleError):  # nothing recorded yet: a restart has no override to keep
         lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=[], keep_override=True)
     lineage_gate(reg, spec, t, d, "0.32.0", force=True, reason="canary only", notes=[])
