@@ -27,6 +27,10 @@ def tune_command(
     name: str = typer.Option(None, "--name", help="Calibration name (default tune-<run id>)."),
     resume: str = typer.Option(None, "--resume", help="Continue an interrupted run (its stored options are reused)."),
     passes: int = typer.Option(2, "--passes", help="Visits per configuration, interleaved A B A B (spread)."),
+    max_passes: int = typer.Option(None, "--max-passes", help="Most passes incl. extra ones for noisy "
+                                   "configurations (default --passes + 2)."),
+    spread_target: float = typer.Option(None, "--spread-target", help="Repeat a configuration while a point "
+                                        "spreads more than this share of its median (default 0.10)."),
     requests: int = typer.Option(8, "--requests", help="Requests per run."),
     max_tokens: int = typer.Option(64, "--max-tokens", help="Output tokens per request."),
     enforce_eager: bool = typer.Option(False, "--enforce-eager", help="Start engines with --enforce-eager."),
@@ -68,7 +72,7 @@ def tune_command(
                             workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
                             concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
                             max_tokens=max_tokens, enforce_eager=enforce_eager or None, dtype=dtype,
-                            inner_repeats=inner_repeats, cpus=parse_cpus(cpus) if cpus else None,
+                            inner_repeats=inner_repeats, max_passes=max_passes, spread_target=spread_target, cpus=parse_cpus(cpus) if cpus else None,
                             budget_s=budget_minutes * 60 if budget_minutes else None)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable

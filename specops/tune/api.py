@@ -25,7 +25,7 @@ from specops.tune.plan import GridOptions, config_order, plan_grid
 from specops.tune.report import build_report
 from specops.tune.runner import Deployer, Measurer, Progress, RunOutcome, run_grid
 from specops.tune.store import PointStore, new_run_id
-from specops.tune.types import Calibration, TuneReport
+from specops.tune.types import Calibration, GridPoint, TuneReport
 
 
 class TuneOptions(BaseModel):
@@ -43,6 +43,9 @@ class TuneOptions(BaseModel):
     name: str | None = Field(None, description="Calibration name (default: tune-<run id>).")
     passes: int = Field(2, ge=1, le=10, description="Visits per configuration (interleaved).")
     inner_repeats: int = Field(1, ge=1, le=10, description="Runs per load inside one engine life.")
+    spread_target: float = Field(0.10, gt=0, description="Repeat a configuration (another interleaved pass) while "
+                                 "any of its points spreads more than this share of its median.")
+    max_passes: int | None = Field(None, ge=1, le=10, description="Most passes incl. extra ones (default passes + 2).")
     requests: int = Field(8, ge=1, description="Requests per run.")
     max_tokens: int | None = Field(64, ge=1, description="Output tokens per request.")
     restart_s: float = Field(60.0, gt=0, description="Estimated engine restart (s), until observed.")
@@ -107,6 +110,55 @@ def default_engines(opts: TuneOptions, store: PointStore) -> tuple[Deployer, Mea
                                    api_key_env=opts.api_key_env)
 
 
+def noisy_configs(results, target: float) -> list:
+    """Configurations with a point whose spread is unknown (one value) or whose measured tokens/s spreads
+    more than ``target`` × its median."""
+    from specops.tune.report import figure
+
+    by_point: dict = {}
+    for r in results:
+        if r.status == "ok" and r.sample is not None:
+            by_point.setdefault((r.point.config, r.point.concurrency), []).append(r.sample.tokens_per_s)
+    noisy = []
+    for (config, _b), values in by_point.items():
+        f = figure(values)
+        if (f.n < 2 or (f.high - f.low) > target * f.median) and config not in noisy:
+            noisy.append(config)
+    return noisy
+
+
+def _extra_passes(opts: TuneOptions, outcome: RunOutcome, deployer, measurer, store, clock, t0, progress) -> None:
+    """Repeat until the spread is known: after the planned passes, another interleaved pass over the
+    configurations whose spread is above ``spread_target``, up to ``max_passes`` and within the budget."""
+    from specops.tune.plan import Session, loads
+
+    if outcome.stopped_by_budget:
+        return
+    last = opts.max_passes or min(10, opts.passes + 2)
+    order = {c: i for i, c in enumerate(config_order(grid_options(opts).methods, opts.gammas, opts.draft))}
+    for p in range(opts.passes, last):
+        noisy = sorted(noisy_configs(outcome.results, opts.spread_target), key=lambda c: order.get(c, 99))
+        if not noisy:
+            return
+        left = None if opts.budget_s is None else opts.budget_s - (clock() - t0)
+        if left is not None and left <= 0:
+            outcome.stopped_by_budget = True
+            return
+        sessions = [Session(config=c, pass_index=p, points=[GridPoint(config=c, concurrency=b, repeat=r)
+                                                             for b, r in loads(opts.concurrency, opts.inner_repeats, p)])
+                    for c in noisy]
+        outcome.notes.append(f"pass {p + 1}: repeated {', '.join(c.key for c in noisy)} (a point measured once, "
+                             f"or spread more than {opts.spread_target:.0%} of its median)")
+        more = run_grid(sessions, deployer, measurer, store, budget_s=left, restart_s=opts.restart_s,
+                        run_s=opts.run_s, clock=clock, progress=progress)
+        new = more.results[more.reused:]
+        outcome.results += new
+        outcome.measured_now += more.measured_now
+        if more.stopped_by_budget:
+            outcome.stopped_by_budget = True
+            return
+
+
 @contextmanager
 def pinned(cpus: list[int] | None):
     """Run the load generator (this process) on ``cpus`` while measuring; restored afterwards."""
@@ -168,8 +220,10 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
             real_deployer, real_measurer = default_engines(opts, store)
             deployer, measurer = deployer or real_deployer, measurer or real_measurer
         with pinned(opts.cpus if not opts.endpoints else None):
+            t0 = clock()
             outcome = run_grid(sessions, deployer, measurer, store, budget_s=opts.budget_s,
                                restart_s=opts.restart_s, run_s=opts.run_s, clock=clock, progress=progress)
+            _extra_passes(opts, outcome, deployer, measurer, store, clock, t0, progress)
     ok = [r for r in outcome.results if r.status == "ok"]
     if not fit or not ok:
         if fit:

@@ -67,7 +67,8 @@ def test_list_shows_stored_runs_and_calibrations(cli):
     res = cli("tune", "--list", "-o", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert [r["run_id"] for r in doc["runs"]] == [first.run_id] and doc["runs"][0]["points"] == 14
+    assert [r["run_id"] for r in doc["runs"]] == [first.run_id]
+    assert doc["runs"][0]["points"] == len(first.outcome.results) >= 14
     assert [c["ref"] for c in doc["calibrations"]] == ["cli-cal@1"]
     table = cli("tune", "--list")
     assert table.returncode == 0 and first.run_id in table.stdout and "cli-cal@1" in table.stdout

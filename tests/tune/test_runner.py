@@ -127,7 +127,7 @@ def test_the_budget_stops_before_a_session_that_would_not_fit():
 
 
 def test_every_figure_is_a_median_with_its_spread_over_repeats():
-    result = tune(options(methods=["ngram"], gammas=[2], passes=3), deployer=FakeDeployer(),
+    result = tune(options(methods=["ngram"], gammas=[2], passes=3, max_passes=3), deployer=FakeDeployer(),
                   measurer=FakeMeasurer(noise=0.2, seed=11))
     row = next(r for r in result.report.rows if r.config.key == "ngram-g2" and r.concurrency == 1)
     values = sorted(r.sample.tokens_per_s for r in result.outcome.results
@@ -216,3 +216,32 @@ def test_refit_of_a_partial_run_says_what_was_never_measured():
     assert any("never measured" in n for n in again.report.notes)
     with pytest.raises(InputError, match="--refit works on a stored run"):
         tune(options(), measure=False)
+
+
+def test_noisy_configurations_get_extra_interleaved_passes_until_the_spread_is_known():
+    class NoisyNgram(FakeMeasurer):
+        """Only ngram-g2 at c=4 is noisy (±40%); everything else is exact."""
+
+        def __call__(self, handle, concurrency):
+            s = super().__call__(handle, concurrency)
+            if handle.key == "ngram-g2" and concurrency == 4:
+                n = sum(1 for c in self.calls if c == ("ngram-g2", 4))
+                s = s.model_copy(update={"tokens_per_s": s.tokens_per_s * (1.4 if n % 2 else 0.6)})
+            return s
+
+    dep = FakeDeployer()
+    result = tune(options(methods=["ngram"], gammas=[2, 3], passes=2), deployer=dep, measurer=NoisyNgram())
+    assert dep.started == ["none", "ngram-g2", "ngram-g3"] * 2 + ["ngram-g2"] * 2  # passes 3 and 4: only it
+    extra = [r.point.key for r in result.outcome.results if r.point.repeat > 1]
+    assert extra == ["ngram-g2@c1#r2", "ngram-g2@c4#r2", "ngram-g2@c1#r3", "ngram-g2@c4#r3"]
+    assert any("pass 3: repeated ngram-g2" in n for n in result.report.notes)
+
+
+def test_extra_passes_stop_when_the_spread_is_small_or_at_max_passes():
+    dep = FakeDeployer()
+    tune(options(methods=["ngram"], gammas=[2], passes=1), deployer=dep, measurer=FakeMeasurer())
+    assert dep.started == ["none", "ngram-g2"] * 2  # one value: spread unknown, one more pass; then exact
+    dep2 = FakeDeployer()
+    tune(options(methods=["ngram"], gammas=[2], passes=1, max_passes=2), deployer=dep2,
+         measurer=FakeMeasurer(noise=0.5, seed=3))
+    assert len(dep2.started) <= 4 and dep2.started[:2] == ["none", "ngram-g2"]
