@@ -10,7 +10,8 @@ token comes from prefill; each step yields 1 + accepted tokens).
 **Step time.** Each point's observed time per scheduler step is ``TPOT × τ`` with
 ``τ = 1 + accepted / decode steps`` (tokens per sequence-step). It is modelled as linear in the
 coefficients (:class:`~specops.tune.types.Coefficients`): a fixed overhead, a cost per running
-sequence, a cost per verified token, and per-method draft costs. The fit is least squares on the
+sequence, a cost per verified token, and per method a fixed per-step cost of speculating (proposer,
+rejection sampler, bookkeeping) plus its draft costs. The fit is least squares on the
 relative error (rows weighted by 1/observed), coefficients constrained ≥ 0 by an active set (drop
 the most negative, refit). numpy's ``lstsq`` when available, else the normal equations in pure
 Python (both small: ≤ 3 + 2 per method unknowns). scipy is not needed.
@@ -127,6 +128,7 @@ def find_acceptance(acceptance: list[Acceptance], config: EngineConfig) -> Accep
 def _columns(methods: list[str]) -> list[tuple[str, str | None]]:
     cols: list[tuple[str, str | None]] = [("overhead", None), ("per_seq", None), ("per_token", None)]
     for m in methods:
+        cols.append(("spec_step", m))
         if m in PROMPT_METHODS:
             cols.append(("draft_seq", m))
         else:
@@ -139,7 +141,7 @@ def _features(cols, method: str, gamma: int, b: int, f: float) -> list[float]:
     row = []
     for kind, m in cols:
         row.append({"overhead": 1.0, "per_seq": float(b), "per_token": b * v}.get(kind, 0.0) if m is None else
-                   (0.0 if m != method else {"draft_seq": f * b, "draft_tok": f * gamma,
+                   (0.0 if m != method else {"spec_step": 1.0, "draft_seq": f * b, "draft_tok": f * gamma,
                                              "draft_tok_seq": f * gamma * b}[kind]))
     return row
 
@@ -207,7 +209,7 @@ def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | N
     x = nonnegative_lstsq(rows, ys)
     coef = Coefficients(overhead_ms=x[0], per_seq_ms=x[1], per_token_ms=x[2])
     for (kind, m), value in zip(cols[3:], x[3:], strict=False):
-        {"draft_seq": coef.draft_ms_per_seq, "draft_tok": coef.draft_ms_per_token,
+        {"spec_step": coef.spec_step_ms, "draft_seq": coef.draft_ms_per_seq, "draft_tok": coef.draft_ms_per_token,
          "draft_tok_seq": coef.draft_ms_per_token_seq}[kind][m] = value
     by_b: dict[int, list[float]] = defaultdict(list)
     for r in ok:
@@ -242,6 +244,8 @@ def predict(coef: Coefficients, acceptance: list[Acceptance], config: EngineConf
         f = acc.draft_fraction
         tau = 1.0 + f * sum(cumulative(acc, g))
     step = coef.overhead_ms + coef.per_seq_ms * b + coef.per_token_ms * b * (1.0 + f * g)
+    if m != "none":
+        step += coef.spec_step_ms.get(m, 0.0)
     if m in PROMPT_METHODS:
         step += f * b * coef.draft_ms_per_seq.get(m, 0.0)
     elif m != "none":

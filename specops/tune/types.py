@@ -83,14 +83,17 @@ class Coefficients(_Strict):
     """The fitted step-time model (ms) for one hardware × model × engine version.
 
     Target step (per scheduler step, batch b, v = 1 + f·γ tokens verified per sequence, f the share
-    of steps that carry a draft): ``T(b, v) = overhead_ms + per_seq_ms·b + per_token_ms·b·v``.
-    Drafting with a draft model/head (γ sequential draft forwards): ``f·γ·(draft_ms_per_token[m] +
+    of steps that carry a draft): ``T(b, v) = overhead_ms + per_seq_ms·b + per_token_ms·b·v``; a
+    speculative method m adds ``spec_step_ms[m]`` per step (proposer, rejection sampler). Drafting with a draft model/head (γ sequential draft forwards): ``f·γ·(draft_ms_per_token[m] +
     draft_ms_per_token_seq[m]·b)``; with prompt lookup (ngram, suffix): ``f·b·draft_ms_per_seq[m]``.
     """
 
     overhead_ms: float = Field(description="Fixed per-step overhead (scheduler, sampler, launch, weight reads).")
     per_seq_ms: float = Field(description="Cost per running sequence per step (KV reads: bandwidth).")
     per_token_ms: float = Field(description="Cost per verified token (compute).")
+    spec_step_ms: dict[str, float] = Field(default_factory=dict,
+                                           description="Fixed cost per scheduler step of speculating with a method "
+                                           "(proposer, rejection sampler, bookkeeping), whatever γ and batch.")
     draft_ms_per_token: dict[str, float] = Field(default_factory=dict,
                                                  description="Draft cost per drafted token, by method.")
     draft_ms_per_token_seq: dict[str, float] = Field(default_factory=dict,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from specops.errors import EngineError
 from specops.tune.types import EngineConfig, Sample
 
-TRUE = {"overhead_ms": 20.0, "per_seq_ms": 3.0, "per_token_ms": 1.5,
+TRUE = {"overhead_ms": 20.0, "per_seq_ms": 3.0, "per_token_ms": 1.5, "spec_step": {"ngram": 2.0, "draft_model": 1.0},
         "draft_tok": {"draft_model": 4.0}, "draft_tok_seq": {"draft_model": 0.5}, "draft_seq": {"ngram": 0.3}}
 CUM = {"ngram": [0.6, 0.45, 0.35, 0.28, 0.22, 0.18], "draft_model": [0.7, 0.49, 0.343, 0.24, 0.168, 0.1176]}
 FRACTION = {"ngram": 0.8, "draft_model": 1.0}
@@ -21,6 +21,7 @@ def true_step_ms(config: EngineConfig, b: int) -> float:
     m, g = config.method, config.gamma
     f = FRACTION.get(m, 0.0)
     step = TRUE["overhead_ms"] + TRUE["per_seq_ms"] * b + TRUE["per_token_ms"] * b * (1 + f * g)
+    step += TRUE["spec_step"].get(m, 0.0)
     if m == "ngram":
         step += f * b * TRUE["draft_seq"]["ngram"]
     elif m == "draft_model":

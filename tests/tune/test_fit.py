@@ -45,6 +45,7 @@ def test_noise_free_points_recover_the_true_coefficients():
     assert coef.draft_ms_per_token["draft_model"] == pytest.approx(4.0, rel=1e-6)
     assert coef.draft_ms_per_token_seq["draft_model"] == pytest.approx(0.5, rel=1e-6)
     assert coef.draft_ms_per_seq["ngram"] == pytest.approx(0.3, rel=1e-4)
+    assert coef.spec_step_ms == pytest.approx(TRUE["spec_step"], rel=1e-4)
     assert coef.utilization == pytest.approx({"1": 0.9, "4": 0.8})
 
 
