@@ -57,7 +57,8 @@ def main() -> int:
     def progress(event: str, info: dict) -> None:
         print(f"[{time.monotonic() - t0:7.1f}s] {event} {info}", file=sys.stderr, flush=True)
 
-    result = tune(opts, resume=args.resume, progress=progress, measure=not args.refit)
+    result = tune(opts, resume=args.resume, progress=progress, measure=not args.refit,
+                  budget_s=args.budget_minutes * 60 if args.resume else None)
     print(f"run {result.run_id}: {time.monotonic() - t0:.0f} s wall, {result.outcome.measured_now} points measured now, "
           f"{result.outcome.reused} reused; budget stopped: {result.outcome.stopped_by_budget}")
     rep = result.report

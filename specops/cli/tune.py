@@ -23,7 +23,8 @@ def tune_command(
     methods: str = typer.Option("ngram,draft_model", "--methods", help="Methods to tune; the baseline 'none' is always measured."),
     gammas: str = typer.Option("1,2,3,4,6", "--gammas", help="γ values: a list or range, e.g. 1-8 or 1,2,3,4,6."),
     concurrency: str = typer.Option("1,4", "--concurrency", help="Concurrency levels (varied without a restart)."),
-    budget_minutes: float = typer.Option(None, "--budget-minutes", help="Wall-clock budget; most informative points first."),
+    budget_minutes: float = typer.Option(None, "--budget-minutes", help="Wall-clock budget; most informative points "
+                                         "first. With --resume: the budget of this continuation."),
     name: str = typer.Option(None, "--name", help="Calibration name (default tune-<run id>)."),
     resume: str = typer.Option(None, "--resume", help="Continue an interrupted run (its stored options are reused)."),
     passes: int = typer.Option(2, "--passes", help="Visits per configuration, interleaved A B A B (spread)."),
@@ -62,21 +63,23 @@ def tune_command(
         emit(stored(), output, _list_table)
         return
     opts = None
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise InputError(f"--budget-minutes {budget_minutes} must be positive", "give minutes, e.g. 60")
     if not resume:
         endpoints = parse_endpoints(endpoint_for or [])
         if endpoints and not (deployment or spec or model):
             model = "remote"
-        if budget_minutes is not None and not budget_minutes > 0:
-            raise InputError(f"--budget-minutes {budget_minutes} must be positive", "give minutes, e.g. 60")
         opts = options_from(deployment=deployment, spec=spec, model=model, draft=draft, endpoints=endpoints,
                             workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
                             concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
                             max_tokens=max_tokens, enforce_eager=enforce_eager or None, dtype=dtype,
-                            inner_repeats=inner_repeats, max_passes=max_passes, spread_target=spread_target, cpus=parse_cpus(cpus) if cpus else None,
+                            inner_repeats=inner_repeats, max_passes=max_passes, spread_target=spread_target,
+                            cpus=parse_cpus(cpus) if cpus else None,
                             budget_s=budget_minutes * 60 if budget_minutes else None)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable
-    result = tune(opts, resume=resume, progress=progress, measure=not refit)
+    result = tune(opts, resume=resume, progress=progress, measure=not refit,
+                  budget_s=budget_minutes * 60 if (resume and budget_minutes) else None)
     if result.report is None:
         raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
                          f"read the engine logs under $SPECOPS_HOME/tune/{result.run_id}/engines/, fix the cause, "

@@ -197,15 +197,18 @@ def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneO
 
 def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer: Deployer | None = None,
          measurer: Measurer | None = None, progress: Progress | None = None, clock=time.monotonic,
-         fit: bool = True, measure: bool = True) -> TuneResult:
+         fit: bool = True, measure: bool = True, budget_s: float | None = None) -> TuneResult:
     """Plan, measure (skipping points already stored for this run), fit, store and report.
 
-    ``measure=False`` (``--refit``) fits and reports the points a run has stored, starting nothing."""
+    ``measure=False`` (``--refit``) fits and reports the points a run has stored, starting nothing.
+    ``budget_s`` with ``resume``: the budget of this continuation (default: the run's own)."""
     if not measure and not resume:
         raise InputError("--refit works on a stored run", "pass --resume RUN_ID with --refit")
     if opts is not None and not resume:
         plan_grid(grid_options(opts))  # refuse a bad grid before anything is written
     opts, store = start_or_resume(opts, resume)
+    if resume and budget_s is not None:
+        opts = opts.model_copy(update={"budget_s": budget_s})
     grid = grid_options(opts)
     sessions = plan_grid(grid.model_copy(update={"budget_s": None}))  # the runner applies the budget
     if not measure:

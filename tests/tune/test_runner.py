@@ -245,3 +245,22 @@ def test_extra_passes_stop_when_the_spread_is_small_or_at_max_passes():
     tune(options(methods=["ngram"], gammas=[2], passes=1, max_passes=2), deployer=dep2,
          measurer=FakeMeasurer(noise=0.5, seed=3))
     assert len(dep2.started) <= 4 and dep2.started[:2] == ["none", "ngram-g2"]
+
+
+def test_a_resumed_run_can_be_given_a_budget_of_its_own():
+    clock = {"t": 0.0}
+
+    class Slow(FakeDeployer):
+        def start(self, config):
+            clock["t"] += 100
+            return super().start(config)
+
+    first = tune(options(methods=["ngram"], gammas=[1, 2, 3], passes=1, budget_s=250), deployer=Slow(),
+                 measurer=FakeMeasurer(), clock=lambda: clock["t"])
+    assert first.outcome.stopped_by_budget
+    dep = Slow()
+    again = tune(resume=first.run_id, deployer=dep, measurer=FakeMeasurer(), clock=lambda: clock["t"],
+                 budget_s=10_000)
+    assert not again.outcome.stopped_by_budget and dep.started  # it measured what the first budget left
+    keys = {r.point.config.key for r in again.outcome.results}
+    assert keys == {"none", "ngram-g1", "ngram-g2", "ngram-g3"}
