@@ -40,7 +40,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_models, engine_lock, specops_home):
     args = ["tune", "--model", str(tune_models["target-v1"]), "--draft", "/nonexistent/draft",
-            "--methods", "ngram,draft_model", "--gammas", "2", "--concurrency", "1,4", "--passes", "1",
+            "--methods", "ngram,draft_model", "--gammas", "2", "--concurrency", "1,4", "--passes", "1", "--max-passes", "1",
             "--requests", "4", "--max-tokens", "24", "--enforce-eager", "--name", "ci-tiny", "--output", "json"]
     proc = subprocess.Popen([sys.executable, "-m", "specops", *args], cwd=str(REPO), env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -27,7 +27,7 @@ def test_tune_measures_remote_engines_without_redeploying_them(tune_models, engi
             res = subprocess.run(
                 [sys.executable, "-m", "specops", "tune", "--endpoint-for", f"none={base.url}",
                  "--endpoint-for", f"ngram-g2={spec.url}", "--methods", "ngram", "--gammas", "2",
-                 "--concurrency", "1,2", "--passes", "1", "--requests", "4", "--max-tokens", "24",
+                 "--concurrency", "1,2", "--passes", "1", "--max-passes", "1", "--requests", "4", "--max-tokens", "24",
                  "--name", "remote", "-o", "json"],
                 cwd=str(REPO), capture_output=True, text=True, timeout=600)
             assert res.returncode == 0, res.stderr
