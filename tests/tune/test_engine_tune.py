@@ -42,8 +42,11 @@ def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_m
     args = ["tune", "--model", str(tune_models["target-v1"]), "--draft", "/nonexistent/draft",
             "--methods", "ngram,draft_model", "--gammas", "2", "--concurrency", "1,4", "--passes", "1", "--max-passes", "1",
             "--requests", "4", "--max-tokens", "24", "--enforce-eager", "--name", "ci-tiny", "--output", "json"]
+    # Ctrl-C as a terminal sends it: SIGINT with its default disposition in the child, even when this test
+    # runs as a background job (which inherits SIGINT ignored, and so would `specops tune`)
     proc = subprocess.Popen([sys.executable, "-m", "specops", *args], cwd=str(REPO), env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 600
     run_id = None
     while time.time() < deadline and proc.poll() is None:
