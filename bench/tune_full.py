@@ -93,25 +93,25 @@ def main() -> int:
 def _recommend_pick(cal, rep, concurrency: list[int], output_len: int) -> None:
     """What `specops recommend --gpu cpu --calibration REF` picks per concurrency, and how that
     configuration measured against the best measured one (the issue's ≥ 95% or inside-the-spread test)."""
-    from specops.planner.api import build_request, recommend_with_defaults
+    from specops.tune.api import recommend_picks
 
-    rows = {(r.config.key, r.concurrency): r for r in rep.rows if r.status == "ok"}
-    for b in concurrency:
-        req = build_request(model=cal.model, gpu="cpu", task="code", context_len=64, output_len=output_len,
-                            batch_size=b, vllm_version="0.32.0")
-        plan = recommend_with_defaults(req, calibration=cal.ref)
-        key = "none" if plan.method == "none" else f"{plan.method}-g{plan.num_speculative_tokens}"
-        best = max((r for (k, c), r in rows.items() if c == b), key=lambda r: r.tokens_per_s.median)
-        pick = rows.get((key, b))
-        if pick is None:
+    picks, notes = recommend_picks(cal, rep, concurrency, output_len=output_len)
+    best = {b.concurrency: b for b in rep.best_measured}
+    spread = {(r.config.key, r.concurrency): r.tokens_per_s for r in rep.rows if r.status == "ok"}
+    for p in picks:
+        b = p["concurrency"]
+        key = "none" if p["method"] == "none" else f"{p['method']}-g{p['gamma']}"
+        if p["tokens_per_s_measured"] is None:
             print(f"c={b}: recommend picks {key}: not measured in this run")
             continue
-        ratio = pick.tokens_per_s.median / best.tokens_per_s.median
-        ok = ratio >= 0.95 or pick.tokens_per_s.median >= best.tokens_per_s.low
-        print(f"c={b}: recommend --calibration {cal.ref} picks {key} (predicted {plan.predicted.throughput_tok_s:.0f} "
-              f"tok/s): measured {pick.tokens_per_s.median:.1f} tok/s = {ratio:.1%} of the best measured "
-              f"({best.config.key}, {best.tokens_per_s.median:.1f} [{best.tokens_per_s.low:.1f}-"
-              f"{best.tokens_per_s.high:.1f}]): {'OK' if ok else 'WORSE'}")
+        top = spread[(best[b].config.key, b)]
+        ratio = p["tokens_per_s_measured"] / top.median
+        ok = ratio >= 0.95 or p["tokens_per_s_measured"] >= top.low
+        print(f"c={b}: recommend --calibration {cal.ref} picks {key} (predicted {p['tokens_per_s_predicted']:.0f} "
+              f"tok/s): measured {p['tokens_per_s_measured']:.1f} tok/s = {ratio:.1%} of the best measured "
+              f"({best[b].config.key}, {top.median:.1f} [{top.low:.1f}-{top.high:.1f}]): {'OK' if ok else 'WORSE'}")
+    for n in notes:
+        print(n)
 
 
 if __name__ == "__main__":

@@ -8,17 +8,11 @@ GPU host whose deployment takes most of the GPU memory, use ``--baseline-endpoin
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from specops.engines.local import free_port
 from specops.errors import EngineError, InputError
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def twin_spec(spec, port: int):
@@ -43,7 +37,7 @@ def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) 
     if not path.is_file():
         raise InputError(f'deployment "{deployment}" has no spec.yaml in {path.parent}',
                          "redeploy it with `specops deploy SPEC`, or pass --baseline-endpoint URL")
-    spec = twin_spec(load_spec(path), _free_port())
+    spec = twin_spec(load_spec(path), free_port())
     argv, env, _version, installed, _key_env = prepare(spec)
     if installed is None:
         raise EngineError("no vLLM installed here to start the baseline engine",

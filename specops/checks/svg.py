@@ -11,21 +11,30 @@ L, R, T, B = 56, 16, 34, 44  # margins
 COLORS = ("#2563eb", "#f97316", "#16a34a", "#9333ea")
 
 
+def _open(title: str, w: int, h: int) -> list[str]:
+    """The <svg> element, its white background and the title."""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+            f'role="img" aria-label="{escape(title)}">',
+            f'<rect width="{w}" height="{h}" fill="#ffffff"/>',
+            f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{escape(title)}</text>']
+
+
+def _axis_lines(w: int, h: int, ylabel: str) -> list[str]:
+    """The y and x axes of a plot box w × h and the rotated y label."""
+    return [f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="#374151"/>',
+            f'<line x1="{L}" y1="{h - B}" x2="{w - R}" y2="{h - B}" stroke="#374151"/>',
+            f'<text x="14" y="{(T + h - B) / 2}" font-size="11" transform="rotate(-90 14 {(T + h - B) / 2})" '
+            f'text-anchor="middle">{escape(ylabel)}</text>']
+
+
 def _frame(title: str, ymax: float, ylabel: str) -> list[str]:
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-           f'role="img" aria-label="{escape(title)}">',
-           f'<rect width="{W}" height="{H}" fill="#ffffff"/>',
-           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{escape(title)}</text>']
+    out = _open(title, W, H)
     for i in range(5):
         v = ymax * i / 4
         y = _y(v, ymax)
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#e5e7eb"/>')
         out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(v)}</text>')
-    out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="#374151"/>')
-    out.append(f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="#374151"/>')
-    out.append(f'<text x="14" y="{(T + H - B) / 2}" font-size="11" transform="rotate(-90 14 {(T + H - B) / 2})" '
-               f'text-anchor="middle">{escape(ylabel)}</text>')
-    return out
+    return out + _axis_lines(W, H, ylabel)
 
 
 def _fmt(v: float) -> str:
@@ -174,10 +183,7 @@ def _limits(values: list[float], pad: float = 0.08) -> tuple[float, float]:
 def _scatter_frame(title: str, ax: _Axes, xlabel: str, ylabel: str, xticks: list[float] | None,
                    total_h: int) -> list[str]:
     w, h = ax.w, ax.h
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{total_h}" viewBox="0 0 {w} {total_h}" '
-           f'role="img" aria-label="{escape(title)}">',
-           f'<rect width="{w}" height="{total_h}" fill="#ffffff"/>',
-           f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{escape(title)}</text>']
+    out = _open(title, w, total_h)
     for v in nice_ticks(ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{w - R}" y2="{y:.1f}" stroke="#e5e7eb"/>')
@@ -186,13 +192,9 @@ def _scatter_frame(title: str, ax: _Axes, xlabel: str, ylabel: str, xticks: list
         x = ax.x(v)
         out.append(f'<line x1="{x:.1f}" y1="{h - B}" x2="{x:.1f}" y2="{h - B + 4}" stroke="#374151"/>')
         out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{_tick(v)}</text>')
-    out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="#374151"/>')
-    out.append(f'<line x1="{L}" y1="{h - B}" x2="{w - R}" y2="{h - B}" stroke="#374151"/>')
     out.append(f'<text x="{(L + w - R) / 2}" y="{h - B + 29}" text-anchor="middle" font-size="11">'
                f'{escape(xlabel)}</text>')
-    out.append(f'<text x="14" y="{(T + h - B) / 2}" font-size="11" transform="rotate(-90 14 {(T + h - B) / 2})" '
-               f'text-anchor="middle">{escape(ylabel)}</text>')
-    return out
+    return out + _axis_lines(w, h, ylabel)
 
 
 def _slope(label: str, k: float, ax: _Axes, color: str, dash: str) -> list[str]:

@@ -52,7 +52,7 @@ def tune_command(
     """Measure a grid on the real engine, fit the performance model, store a calibration, report."""
     from specops.cli.output import check_format, emit
     from specops.errors import InputError
-    from specops.tune.api import options_from, recommend_picks, tune
+    from specops.tune.api import deployment_name, options_from, recommend_picks, tune
     from specops.tune.engine import parse_endpoints
     from specops.tune.plan import parse_cpus, parse_gammas, parse_ints, parse_methods
 
@@ -82,11 +82,12 @@ def tune_command(
                   budget_s=budget_minutes * 60 if (resume and budget_minutes) else None)
     if result.report is None:
         raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
-                         f"read the engine logs under $SPECOPS_HOME/tune/{result.run_id}/engines/, fix the cause, "
+                         f"read the engine log (`specops logs {deployment_name(result.run_id)}`), fix the cause, "
                          f"then start a new run")
+    used = result.options
     picks, pick_notes = ([], ["remote engines: recommend's pick is not evaluated (no local hardware to plan for)"]) \
-        if result.remote else recommend_picks(result.calibration, result.report, result.concurrency,
-                                              output_len=result.output_len)
+        if used.endpoints else recommend_picks(result.calibration, result.report, used.concurrency,
+                                               output_len=used.max_tokens or 64)
     result.report.notes += pick_notes
     if html:
         from specops.tune.html import render_tune_html, write_tune_html

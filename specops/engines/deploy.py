@@ -204,6 +204,12 @@ def _ensure(reg, spec: DeploymentSpec, notes: list[str]) -> tuple:
     return t, d
 
 
+def require_reason(force: bool, reason: str | None) -> None:
+    """An override of the lineage gate is recorded with its reason: --force alone is refused."""
+    if force and not (reason or "").strip():
+        raise InputError("--force needs --reason", 'say why, e.g. --force --reason "draft retrain pending"')
+
+
 def previous_override(reg, name: str, tref: str, dref: str):
     """The newest ``deployment.forced`` event of ``name`` for exactly this target/draft pair, or None."""
     for e in reg.events(subject=name, kind="deployment.forced", limit=20):
@@ -244,8 +250,7 @@ def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, d
                  force: bool = False, reason: str | None = None, check: bool = True,
                  progress: local.Progress | None = None, registry=None, keep_override: bool = False) -> DeployResult:
     """Deploy ``spec`` as a local vLLM process (see the module docstring for the order of steps)."""
-    if force and not (reason or "").strip():
-        raise InputError("--force needs --reason", 'say why, e.g. --force --reason "draft retrain pending"')
+    require_reason(force, reason)
     spec = resolve_paths(spec, spec_path)
     argv, env, version, installed, key_env = prepare(spec, dry_run)
     endpoint = _endpoint(spec)

@@ -191,6 +191,13 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex(("127.0.0.1" if host in ("0.0.0.0", "") else host, port)) == 0
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (for an engine about to start)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def check_cpus(cpus: list[int] | None) -> set[int] | None:
     """The CPU set to pin to, checked against the CPUs this process may use."""
     if not cpus:

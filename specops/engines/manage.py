@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines import local
-from specops.engines.deploy import deploy_local, read_engine_file
+from specops.engines.deploy import deploy_local, read_engine_file, require_reason
 from specops.errors import InputError, NotFoundError
 from specops.settings import deployment_dir
 
@@ -144,9 +144,8 @@ def restart(name: str, *, registry=None, progress: local.Progress | None = None,
     spec_file = deployment_dir(name) / "spec.yaml"
     if not spec_file.is_file():
         raise NotFoundError(f"deployment {name} has no saved spec", "deploy it with `specops deploy SPEC`")
+    require_reason(force, reason)  # before the engine is stopped
     reg = _open(registry)
-    if force and not (reason or "").strip():
-        raise InputError("--force needs --reason", 'say why, e.g. --force --reason "draft retrain pending"')
     stop(name, registry=reg, progress=progress)
     return deploy_local(load_spec(spec_file), spec_path=spec_file, registry=reg, progress=progress, check=check,
                         force=force, reason=reason, keep_override=True)

@@ -13,10 +13,10 @@ stop it (see :mod:`specops.heal.promote`).
 
 from __future__ import annotations
 
-import socket
 import time
 from datetime import datetime, timezone
 
+from specops.engines.local import free_port
 from specops.errors import InputError, MeasurementError
 from specops.heal.types import CanaryResult, EngineAcceptance
 from specops.retrain.types import Acceptance, Comparison
@@ -27,12 +27,6 @@ MEASUREMENT_SOURCE = "canary"
 
 def canary_name(deployment: str) -> str:
     return (deployment[: 63 - len(CANARY_SUFFIX)] + CANARY_SUFFIX).replace("_", "-").lower()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _headers(api_key_env: str | None) -> dict:

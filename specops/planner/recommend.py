@@ -75,9 +75,7 @@ class Context:
         pinned = self.request.method
         if pinned:
             return method == pinned
-        if method in self.constraints.forbidden and self.measured_overrides(method):
-            return True
-        return method not in self.constraints.forbidden
+        return method not in self.constraints.forbidden or self.measured_overrides(method)
 
     def measured_overrides(self, method: str) -> bool:
         """A measured method is ranked even where a rule of thumb (a tree rule) excludes it; rules that

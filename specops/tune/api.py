@@ -15,7 +15,7 @@ import os
 import platform
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ from specops.tune.plan import GridOptions, config_order, plan_grid
 from specops.tune.report import build_report
 from specops.tune.runner import Deployer, Measurer, Progress, RunOutcome, run_grid
 from specops.tune.store import PointStore, new_run_id
-from specops.tune.types import Calibration, GridPoint, TuneReport
+from specops.tune.types import Calibration, TuneReport
 
 
 class TuneOptions(BaseModel):
@@ -67,9 +67,7 @@ class TuneResult:
     outcome: RunOutcome
     calibration: Calibration | None  # as stored (``.ref`` is NAME@REVISION)
     report: TuneReport | None
-    concurrency: list[int] = field(default_factory=list)
-    output_len: int = 64
-    remote: bool = False
+    options: TuneOptions | None = None  # what the run measured (the stored options on --resume)
 
 
 def engine_version() -> str:
@@ -130,7 +128,7 @@ def noisy_configs(results, target: float) -> list:
 def _extra_passes(opts: TuneOptions, outcome: RunOutcome, deployer, measurer, store, clock, t0, progress) -> None:
     """Repeat until the spread is known: after the planned passes, another interleaved pass over the
     configurations whose spread is above ``spread_target``, up to ``max_passes`` and within the budget."""
-    from specops.tune.plan import Session, loads
+    from specops.tune.plan import session
 
     if outcome.stopped_by_budget:
         return
@@ -144,9 +142,7 @@ def _extra_passes(opts: TuneOptions, outcome: RunOutcome, deployer, measurer, st
         if left is not None and left <= 0:
             outcome.stopped_by_budget = True
             return
-        sessions = [Session(config=c, pass_index=p, points=[GridPoint(config=c, concurrency=b, repeat=r)
-                                                             for b, r in loads(opts.concurrency, opts.inner_repeats, p)])
-                    for c in noisy]
+        sessions = [session(c, p, opts.concurrency, opts.inner_repeats) for c in noisy]
         outcome.notes.append(f"pass {p + 1}: repeated {', '.join(c.key for c in noisy)} (a point measured once, "
                              f"or spread more than {opts.spread_target:.0%} of its median)")
         more = run_grid(sessions, deployer, measurer, store, budget_s=left, restart_s=opts.restart_s,
@@ -231,8 +227,7 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     if not fit or not ok:
         if fit:
             outcome.notes.append("no point was measured: nothing to fit")
-        return TuneResult(store.run_id, outcome, None, None, list(opts.concurrency), opts.max_tokens or 64,
-                          bool(opts.endpoints))
+        return TuneResult(store.run_id, outcome, None, None, opts)
     meta = store.meta()
     cal = fit_calibration(outcome.results, name=opts.name or f"tune-{store.run_id}",
                           hardware=meta.get("hardware", hardware()), model=opts.model,
@@ -241,8 +236,7 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     cal = save_calibration(cal, store.registry)
     candidates = config_order(grid.methods, grid.gammas, grid.draft)
     report = build_report(cal, candidates, opts.concurrency, store.run_id, outcome.notes)
-    return TuneResult(store.run_id, outcome, cal, report, list(opts.concurrency), opts.max_tokens or 64,
-                      bool(opts.endpoints))
+    return TuneResult(store.run_id, outcome, cal, report, opts)
 
 
 def recommend_picks(cal: Calibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,

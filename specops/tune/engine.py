@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,23 +30,9 @@ class EngineHandle:
     endpoint: str
     served_name: str
     pid: int | None = None
-    proc: subprocess.Popen | None = None
     log: Path | None = None
     prepared: dict = field(default_factory=dict)  # workload capped to the engine's context, once
     config: EngineConfig | None = None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path | None, lines: int = 8) -> str:
-    if path is None or not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    return " | ".join(line.strip() for line in text[-lines:])
 
 
 @dataclass
@@ -73,6 +57,7 @@ class LocalDeployer:
         return self.base.name
 
     def spec_for(self, config: EngineConfig, port: int | None = None) -> DeploymentSpec:
+        from specops.engines.local import free_port
         from specops.engines.spec import ModelRef, SpeculativeBlock
 
         spec = self.base.model_copy(deep=True)
@@ -80,7 +65,7 @@ class LocalDeployer:
         # n-gram keeps vLLM's default match window, as `specops recommend` deploys it: γ is how many
         # tokens follow a match, not the match length (tying them made acceptance depend on γ).
         spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None)
-        spec.serve.port = port or _free_port()
+        spec.serve.port = port or free_port()
         return spec
 
     def start(self, config: EngineConfig) -> EngineHandle:
@@ -89,7 +74,7 @@ class LocalDeployer:
         spec = self.spec_for(config)
         result = deploy_local(spec, check=self.check_first and not self._checked, registry=self._registry())
         self._checked = True
-        return EngineHandle(result.endpoint, spec.served_name(), result.pid, None,
+        return EngineHandle(result.endpoint, spec.served_name(), result.pid,
                             Path(result.log) if result.log else None, config=config)
 
     def stop(self, handle: EngineHandle) -> None:

@@ -143,6 +143,13 @@ def loads(concurrency: list[int], inner_repeats: int, pass_index: int) -> list[t
     return [(c, pass_index * inner_repeats + r) for r in range(inner_repeats) for c in sorted(concurrency)]
 
 
+def session(config: EngineConfig, pass_index: int, concurrency: list[int], inner_repeats: int) -> Session:
+    """One engine life of ``config`` in pass ``pass_index``: every load, interleaved."""
+    points = [GridPoint(config=config, concurrency=c, repeat=r)
+              for c, r in loads(concurrency, inner_repeats, pass_index)]
+    return Session(config=config, pass_index=pass_index, points=points)
+
+
 def plan_grid(opts: GridOptions) -> list[Session]:
     """The sessions to run, most informative first, within the budget at the estimated costs."""
     for m in opts.methods:
@@ -153,9 +160,7 @@ def plan_grid(opts: GridOptions) -> list[Session]:
     sessions = []
     for p in range(opts.passes):
         for cfg in configs:
-            points = [GridPoint(config=cfg, concurrency=c, repeat=r)
-                      for c, r in loads(opts.concurrency, opts.inner_repeats, p)]
-            sessions.append(Session(config=cfg, pass_index=p, points=points))
+            sessions.append(session(cfg, p, opts.concurrency, opts.inner_repeats))
     if opts.budget_s is None:
         return sessions
     kept, spent = [], 0.0

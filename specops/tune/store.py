@@ -4,10 +4,10 @@
   at the start; ``--resume RUN_ID`` reads it back, so a resumed run needs no other flags.
 - Each finished point is one row, committed before the next point starts: a run killed at any moment
   loses at most the point in flight, and a resumed run never measures a stored point again.
-- Engine logs of a run stay on disk under ``$SPECOPS_HOME/tune/<run-id>/engines/``.
+- Engine logs are the tune deployment's (``specops logs tune-<run id>``).
 
-Runs made before the registry had these tables kept ``run.json`` and ``points.jsonl`` in that
-folder; the first time such a run is read (``--resume``, ``--list``) it is imported into the registry
+Runs made before the registry had these tables kept ``run.json`` and ``points.jsonl`` in
+``$SPECOPS_HOME/tune/<run-id>/``; the first time such a run is read (``--resume``, ``--list``) it is imported into the registry
 (points and all), and the files are left as they were.
 """
 
@@ -50,7 +50,7 @@ class PointStore:
             raise InputError(f'run id "{run_id}" is not valid', "use the id `specops tune` printed")
         self.run_id = run_id
         self.registry = _registry(registry)
-        self.dir = (root or tune_root()) / run_id  # engine logs
+        self.dir = (root or tune_root()) / run_id  # where a file-based run from an older version lives
 
     # --- run metadata -----------------------------------------------------------------------------
     def create(self, meta: dict) -> None:

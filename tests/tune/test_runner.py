@@ -244,7 +244,7 @@ def test_extra_passes_stop_when_the_spread_is_small_or_at_max_passes():
     dep2 = FakeDeployer()
     tune(options(methods=["ngram"], gammas=[2], passes=1, max_passes=2), deployer=dep2,
          measurer=FakeMeasurer(noise=0.5, seed=3))
-    assert len(dep2.started) <= 4 and dep2.started[:2] == ["none", "ngram-g2"]
+    assert dep2.started == ["none", "ngram-g2"] * 2  # noisy, but max_passes=2 stops after the second pass
 
 
 def test_a_resumed_run_can_be_given_a_budget_of_its_own():
