@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--refit", action="store_true", help="with --resume: fit and report the stored points only")
     args = ap.parse_args()
 
-    from specops.tune.api import TuneOptions, tune
+    from specops.api.tune import TuneOptions, tune
     from specops.tune.plan import parse_cpus
     from specops.tune.store import PointStore
 
@@ -93,7 +93,7 @@ def main() -> int:
 def _recommend_pick(cal, rep, concurrency: list[int], output_len: int) -> None:
     """What `specops recommend --gpu cpu --calibration REF` picks per concurrency, and how that
     configuration measured against the best measured one (the issue's ≥ 95% or inside-the-spread test)."""
-    from specops.tune.api import recommend_picks
+    from specops.api.tune import recommend_picks
 
     picks, notes = recommend_picks(cal, rep, concurrency, output_len=output_len)
     best = {b.concurrency: b for b in rep.best_measured}

@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok; 1 the lineage gate found the pair incompatible; 2 bad spec, port in use, an engine
 that exited during start-up (with the last lines of its log). Only typer and the stdlib are imported
-here; the library is imported inside each command.
+here; specops.api.deploy is imported inside each command.
 """
 
 from __future__ import annotations
@@ -55,28 +55,10 @@ def deploy_command(
 
     Example: specops deploy deploy.yaml --dry-run
     """
-    from specops.engines.spec import load_spec
-    from specops.errors import EngineError, InputError
+    from specops.api.deploy import deploy
 
-    spec = load_spec(spec_file)
-    where = (platform or spec.platform).lower()
-    if where not in ("local", "kubernetes"):
-        raise InputError(f'unknown platform "{platform}"', "use --platform local or --platform kubernetes")
-    if where == "kubernetes":
-        try:
-            from specops.k8s import deploy_kubernetes
-        except ImportError:
-            raise EngineError("Kubernetes deployment is not available in this build",
-                              "use --platform local, or install specops with the k8s extra") from None
-        result = deploy_kubernetes(spec, dry_run=dry_run, canary_of=canary_of, replicas=replicas, out_dir=None)
-    else:
-        if canary_of or replicas is not None:
-            raise InputError("--canary-of and --replicas apply to Kubernetes only",
-                             "add --platform kubernetes, or drop them")
-        from specops.engines.deploy import deploy_local
-
-        result = deploy_local(spec, spec_path=spec_file, dry_run=dry_run, force=force, reason=reason,
-                              check=not no_check, progress=_progress)
+    result = deploy(spec_file, platform=platform, dry_run=dry_run, force=force, reason=reason, canary_of=canary_of,
+                    replicas=replicas, check=not no_check, progress=_progress)
     if output == "json":
         from specops.cli.output import emit
 
@@ -125,8 +107,8 @@ def status_command(
 
     Example: specops status tiny
     """
+    from specops.api.deploy import status
     from specops.cli.output import emit
-    from specops.engines.manage import status
 
     rows = status(name)
     if not rows and output == "table":
@@ -144,20 +126,14 @@ def logs_command(
 
     Example: specops logs tiny -n 20
     """
-    from specops.engines.manage import log_path, tail
+    from specops.api.deploy import follow_log, tail
 
     for line in tail(name, lines):
         typer.echo(line)
     if follow:
-        with open(log_path(name), errors="replace") as fh:
-            fh.seek(0, 2)
-            while True:
-                chunk = fh.readline()
-                if chunk:
-                    sys.stdout.write(chunk)
-                    sys.stdout.flush()
-                else:
-                    time.sleep(0.5)
+        for chunk in follow_log(name):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
 
 
 def stop_command(
@@ -168,7 +144,7 @@ def stop_command(
 
     Example: specops stop tiny
     """
-    from specops.engines.manage import stop
+    from specops.api.deploy import stop
 
     how = stop(name, grace_s=grace, progress=_progress)
     typer.echo(f"{name}: {how}")
@@ -184,7 +160,7 @@ def restart_command(
 
     Example: specops restart tiny
     """
-    from specops.engines.manage import restart
+    from specops.api.deploy import restart
 
     result = restart(name, progress=_progress, force=force, reason=reason)
     for line in result.summary_lines():

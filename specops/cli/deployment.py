@@ -26,8 +26,8 @@ def register_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
     """Adopt an engine specops did not start (status "adopted")."""
+    from specops.api.deployment import adopt
     from specops.cli.output import check_format, emit
-    from specops.metrics.adopt import adopt
 
     check_format(output)
     row, notes = adopt(name, endpoint, served_name=served_name, target=target, draft=draft, method=method,
@@ -45,11 +45,11 @@ def register_command(
 @deployment_app.command("list")
 def list_command(output: str = typer.Option("table", "--output", "-o", help="table, json or yaml.")) -> None:
     """List deployments (started by specops or adopted)."""
+    from specops.api.deployment import list_deployments
     from specops.cli.output import check_format, emit
-    from specops.registry import open_registry
 
     check_format(output)
-    rows = open_registry().list_deployments()
+    rows = list_deployments()
     emit(rows, output, _table)
 
 
@@ -74,16 +74,16 @@ def _table(rows) -> None:
 def show_command(name: str = typer.Argument(..., help="Deployment name."),
                  output: str = typer.Option("yaml", "--output", "-o", help="json or yaml.")) -> None:
     """Show one deployment's record."""
+    from specops.api.deployment import get_deployment
     from specops.cli.output import emit
-    from specops.registry import open_registry
 
-    emit(open_registry().get_deployment(name), output)
+    emit(get_deployment(name), output)
 
 
 @deployment_app.command("remove")
 def remove_command(name: str = typer.Argument(..., help="Deployment name.")) -> None:
     """Forget an adopted (or stopped) deployment; its measurements and events are kept."""
-    from specops.metrics.adopt import remove
+    from specops.api.deployment import remove
 
     how = remove(name)
     typer.echo(f"{name} {how}")

@@ -8,7 +8,6 @@ Only typer and the stdlib are imported here.
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
@@ -39,23 +38,14 @@ def heal(
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Heal a stale draft: retrain it, validate, canary against the incumbent, promote or roll back."""
+    from specops.api.heal import heal as run
     from specops.cli.output import check_format, emit
-    from specops.errors import InputError
-    from specops.heal import heal as run
-    from specops.registry import open_registry
 
     check_format(output, ("table", "json"))
-    try:
-        extra = json.loads(params) if params else {}
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--params is not JSON: {exc.msg}", "pass a JSON object, e.g. '{\"steps\": 300}'") from None
-    if not isinstance(extra, dict):
-        raise InputError("--params must be a JSON object", "pass e.g. '{\"steps\": 300}'")
     progress = (lambda m: typer.echo(f"  … {m}", err=True)) if output == "table" else None
-    with open_registry(db) as reg:
-        outcome = run(deployment, data=data, from_traffic=from_traffic, params=extra, heldout=heldout,
-                      min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run,
-                      reason=reason, registry=reg, progress=progress)
+    outcome = run(deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout, min_gain=min_gain,
+                  floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run, reason=reason, db=db,
+                  progress=progress)
     emit(outcome, output, _table)
 
 

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the stable's rollout."),
     ) -> None:
         """Make a canary's configuration the stable's, wait for the rollout, then delete the canary."""
-        from specops.k8s import promote
+        from specops.api.kube import promote
 
         for line in promote(name, namespace=namespace, timeout_s=timeout, progress=_progress):
             typer.echo(line)
@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
                                       help="Namespace (default: from the registry, else 'default')."),
     ) -> None:
         """Delete a canary; its stable keeps serving all traffic."""
-        from specops.k8s import rollback
+        from specops.api.kube import rollback
 
         for line in rollback(name, namespace=namespace, progress=_progress):
             typer.echo(line)

@@ -1,13 +1,12 @@
 """`specops lineage ...`: register targets and drafts, judge pairs, show the tree, move and prune data.
 
 Exit codes: 0 ok; 1 `check` found the pair incompatible; 2 bad input. Only typer and the stdlib are
-imported here; the registry is imported inside each command.
+imported here; specops.api.lineage is imported inside each command.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Optional
 
@@ -24,12 +23,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(lineage_app, name="lineage")
 
 
-def _open(db: Optional[str]):
-    from specops.registry import open_registry
-
-    return open_registry(db)
-
-
 def _emit(data, output: str, table) -> None:
     from specops.cli.output import emit
 
@@ -39,15 +32,6 @@ def _emit(data, output: str, table) -> None:
 def _print_findings(findings, err: bool = True) -> None:
     for f in findings:
         typer.echo(f.one_line(), err=err)
-
-
-def _model_row(m) -> dict:
-    row = {"name": m.name, "version": m.version, "ref": f"{m.name}@{m.version}", "source": m.source,
-           "architecture": m.architecture, "hidden_size": m.hidden_size, "num_layers": m.num_layers,
-           "vocab_size": m.vocab_size, "fingerprint": m.fingerprint, "created_at": m.created_at.isoformat()}
-    if hasattr(m, "method"):
-        row.update(target=m.target, method=m.method, eagle_generation=m.eagle_generation)
-    return row
 
 
 def _table(title: str, rows: list[dict], columns: list[str]) -> None:
@@ -69,8 +53,10 @@ def register_target(path: str = typer.Argument(..., help="Local Hugging Face fol
                     version: Optional[str] = typer.Option(None, "--version", help="Version (default: next vN)."),
                     db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Fingerprint a target model and record it as NAME@VERSION."""
-    t = _open(db).register_target(path, name=name, version=version)
-    _emit(_model_row(t), output, lambda r: typer.echo(f"registered target {r['ref']} ({r['fingerprint']})"))
+    from specops.api.lineage import register_target as run
+
+    row = run(path, name=name, version=version, db=db)
+    _emit(row, output, lambda r: typer.echo(f"registered target {r['ref']} ({r['fingerprint']})"))
 
 
 @lineage_app.command("register-draft")
@@ -84,18 +70,20 @@ def register_draft(path: str = typer.Argument(..., help="Draft folder, hub id, o
                    trainer_cmd: Optional[str] = typer.Option(None, "--trainer-cmd", help="Command that trained it."),
                    db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Record a draft and the target version it was trained against (mismatches are warnings here)."""
-    d, warnings = _open(db).register_draft(path, target=target, name=name, version=version, method=method,
-                                           trained_on=trained_on, trainer_cmd=trainer_cmd)
+    from specops.api.lineage import register_draft as run
+
+    row, warnings = run(path, target=target, name=name, version=version, method=method, trained_on=trained_on,
+                        trainer_cmd=trainer_cmd, db=db)
     _print_findings(warnings)
-    row = {**_model_row(d), "warnings": [w.model_dump() for w in warnings]}
     _emit(row, output, lambda r: typer.echo(f"registered {r['method']} draft {r['ref']} for {r['target']}"))
 
 
 @lineage_app.command("list")
 def list_models(db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """List registered targets and drafts."""
-    reg = _open(db)
-    data = {"targets": [_model_row(t) for t in reg.list_targets()], "drafts": [_model_row(d) for d in reg.list_drafts()]}
+    from specops.api.lineage import list_models as run
+
+    data = run(db)
 
     def table(d):
         _table("targets", d["targets"], ["ref", "architecture", "hidden_size", "vocab_size", "source"])
@@ -107,31 +95,18 @@ def list_models(db: Optional[str] = DB, output: str = OUTPUT) -> None:
 def show(ref: str = typer.Argument(..., help="NAME or NAME@VERSION of a target or draft."),
          db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Show every fact recorded for a target or draft (all versions when no @VERSION)."""
-    from specops.errors import unknown
+    from specops.api.lineage import show as run
 
-    reg = _open(db)
-    name, _, version = ref.rpartition("@") if "@" in ref else (ref, "", "")
-    pick = [x for x in reg.list_targets() + reg.list_drafts() if x.name == name and (not version or x.version == version)]
-    if not pick:
-        everything = [x.name for x in reg.list_targets() + reg.list_drafts()]
-        raise unknown("model", ref, set(everything), fix="list them with `specops lineage list`")
-    data = [json.loads(x.model_dump_json()) | {"kind": "draft" if hasattr(x, "method") else "target"} for x in pick]
+    data = run(ref, db)
     _emit(data, output, lambda d: typer.echo(json.dumps(d, indent=2)))
 
 
 @lineage_app.command("tree")
 def tree(db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Targets -> drafts -> deployments, as a tree."""
-    reg = _open(db)
-    deps = reg.list_deployments()
-    data = []
-    for t in reg.list_targets():
-        drafts = [{"ref": d.ref, "method": d.method,
-                   "deployments": [{"name": x.name, "status": x.status} for x in deps
-                                   if x.draft_ref == d.ref and x.target_ref == t.ref]}
-                  for d in reg.list_drafts() if d.target == t.ref]
-        plain = [{"name": x.name, "status": x.status} for x in deps if x.target_ref == t.ref and not x.draft_ref]
-        data.append({"ref": t.ref, "drafts": drafts, "deployments": plain})
+    from specops.api.lineage import tree as run
+
+    data = run(db)
 
     def render(d):
         from rich.markup import escape
@@ -159,7 +134,9 @@ def check(target: str = typer.Option(..., "--target", help="Target NAME[@VERSION
           vllm_version: str = typer.Option("0.33.0", "--vllm-version", help="vLLM release to check against."),
           db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Judge a target/draft pair. Exit 0 compatible, 1 incompatible, 2 bad input."""
-    report = _open(db).check_lineage(target, draft, vllm_version=vllm_version, method=method)
+    from specops.api.lineage import check as run
+
+    report = run(target, draft, vllm_version=vllm_version, method=method, db=db)
 
     def table(_):
         verdict = "compatible" if report.ok else "INCOMPATIBLE"
@@ -174,12 +151,10 @@ def export(file: Optional[str] = typer.Option(None, "--file", help="Write here i
            with_events: bool = typer.Option(False, "--with-events", help="Include the event log."),
            db: Optional[str] = DB) -> None:
     """Export the registry as JSON (targets, drafts, deployments, measurements, runs, jobs)."""
-    text = json.dumps(_open(db).export_data(with_events=with_events), indent=1, sort_keys=True) + "\n"
-    if file:
-        from pathlib import Path
+    from specops.api.lineage import export_json
 
-        Path(file).write_text(text, encoding="utf-8")
-    else:
+    text = export_json(with_events=with_events, file=file, db=db)
+    if not file:
         sys.stdout.write(text)
 
 
@@ -187,22 +162,10 @@ def export(file: Optional[str] = typer.Option(None, "--file", help="Write here i
 def import_(file: str = typer.Argument(..., help="A file written by `specops lineage export`."),
             db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Import an export (one transaction: a conflict or bad row writes nothing)."""
-    from specops.registry.transfer import load_export
+    from specops.api.lineage import import_file
 
-    counts = _open(db).import_data(load_export(file), source=file)
+    counts = import_file(file, db)
     _emit(counts, output, lambda c: typer.echo("imported " + ", ".join(f"{v} {k}" for k, v in c.items())))
-
-
-def _duration(text: str, flag: str):
-    from datetime import timedelta
-
-    from specops.errors import InputError
-
-    m = re.fullmatch(r"(\d+)\s*([dhm])", text.strip())
-    if not m:
-        raise InputError(f'{flag} "{text}" is not a duration', f"write it as 7d, 12h or 30m, e.g. {flag} 30d")
-    n, unit = int(m.group(1)), m.group(2)
-    return timedelta(days=n) if unit == "d" else timedelta(hours=n) if unit == "h" else timedelta(minutes=n)
 
 
 @lineage_app.command("prune")
@@ -212,12 +175,13 @@ def prune(raw: str = typer.Option("7d", "--raw", help="Keep raw measurements thi
           apply: bool = typer.Option(False, "--apply", help="Do it (default: dry run, report only)."),
           db: Optional[str] = DB, output: str = OUTPUT) -> None:
     """Retention: downsample old measurements and delete beyond a horizon. Dry run unless --apply."""
-    rep = _open(db).prune(raw_for=_duration(raw, "--raw"), hourly_for=_duration(hourly, "--hourly"),
-                          horizon=_duration(horizon, "--horizon"), apply=apply)
+    from specops.api.lineage import prune as run
+
+    rep = run(raw=raw, hourly=hourly, horizon=horizon, apply=apply, db=db)
 
     def table(r):
         verb = "would" if r["dry_run"] else "did"
         typer.echo(f"{verb} delete {r['deleted']} measurements beyond {horizon}; fold {r['to_hourly']} raw rows into "
                    f"{r['hourly_rows']} hourly and {r['to_daily']} rows into {r['daily_rows']} daily aggregates; "
                    f"{r['remaining']} remain." + (" Run again with --apply to do it." if r["dry_run"] else ""))
-    _emit(rep.model_dump(mode="json"), output, table)
+    _emit(rep, output, table)

@@ -72,8 +72,6 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from typer._click.exceptions import ClickException
-
     from specops.errors import SpecopsError
 
     _register_all()
@@ -88,8 +86,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors (unknown option, bad value): typer's own message
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("interrupted", err=True)

@@ -35,8 +35,8 @@ def metrics_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
     """Acceptance rate, mean acceptance length τ, per-token α, per-position rates and TPOT percentiles."""
+    from specops.api.measure import measure
     from specops.cli.output import check_format, emit
-    from specops.metrics.measure import measure
 
     check_format(output)
     m = measure(deployment=deployment, endpoint=endpoint, served_name=served_name,
@@ -97,7 +97,7 @@ def bench_command(
     import json
     from pathlib import Path
 
-    from specops.benchmark.plan import bench_deployment
+    from specops.api.measure import bench_deployment
     from specops.cli.output import check_format, console, emit, to_jsonable
 
     check_format(output, ("table", "json"))
@@ -190,8 +190,8 @@ def doctor_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
     """Check what is installed and reachable: vLLM, GPUs, registry, Prometheus, cluster. Exit 1 on a problem."""
+    from specops.api.measure import doctor
     from specops.cli.output import check_format, emit
-    from specops.metrics.doctor import doctor
 
     check_format(output)
     checks = doctor()

@@ -5,9 +5,9 @@ named on stderr) or the source failed. The loop itself runs until interrupted (1
 exits 0 when it ran (whatever it found), 2 on bad input. Only typer and the stdlib are imported here.
 
 In a cluster (manifests/monitor/) the settings come from the environment: SPECOPS_LEADER_LEASE,
-SPECOPS_NAMESPACE and SPECOPS_POD_NAME elect one acting replica (specops.k8s.leader; the others
-observe only, and say so), SPECOPS_POLICY, SPECOPS_METRICS_PORT (served on all interfaces inside a
-pod, else 127.0.0.1; SPECOPS_METRICS_ADDR overrides), SPECOPS_PROMETHEUS_URL/_TOKEN, SPECOPS_DB.
+SPECOPS_NAMESPACE and SPECOPS_POD_NAME elect one acting replica (the others observe only, and say
+so), SPECOPS_POLICY, SPECOPS_METRICS_PORT, SPECOPS_PROMETHEUS_URL/_TOKEN, SPECOPS_DB; see
+specops.api.monitor.
 """
 
 from __future__ import annotations
@@ -50,58 +50,20 @@ def monitor(
 ) -> None:
     """Watch acceptance of every registered deployment, detect drift, tell its cause, act within a policy."""
     import logging
-    import os
 
+    from specops.api.monitor import monitor as run
+    from specops.api.monitor import monitor_options
     from specops.cli.output import check_format
-    from specops.drift.service import MonitorOptions, Watcher
-    from specops.errors import InputError
-    from specops.k8s.leader import leader_gate
-    from specops.registry import open_registry
-    from specops.retrain.lease import signals_as_exceptions
-    from specops.settings import setting
 
     check_format(output, ("table", "json"))
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    try:
-        interval_s = float(setting("interval", interval, 60.0))
-        port = setting("metrics_port", metrics_port)
-        port = int(port) if port not in (None, "") else None
-    except ValueError:
-        raise InputError("--interval and --metrics-port must be numbers", "e.g. --interval 60 --metrics-port 9108") \
-            from None
-    if interval_s <= 0:
-        raise InputError(f"--interval {interval_s:g} is not a positive number of seconds", "e.g. --interval 60")
-    opts = MonitorOptions(policy=str(setting("policy", policy, "default")), interval_s=interval_s,
-                          prometheus_url=setting("prometheus_url", prometheus_url), dry_run=dry_run,
-                          profile=setting("profile", profile), record_baseline=record_baseline,
-                          baseline_hours=baseline_hours, retrain_data=setting("retrain_data"),
-                          deployments=list(deployment) if deployment else None)
-    gate = leader_gate()
-    reg = open_registry(db)
-    watcher = Watcher(reg, opts)
-    if gate.lease:
-        watcher.monitor.use_gate(gate)
-    if port is not None:
-        from specops.drift.monitor import serve_metrics
-
-        in_pod = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))  # probes and Prometheus reach the pod IP
-        serve_metrics(watcher.monitor.metrics, port, addr=str(setting("metrics_addr", None,
-                                                                      "0.0.0.0" if in_pod else "127.0.0.1")))
-    try:
-        with signals_as_exceptions():  # SIGTERM (pod deletion) still releases the lease
-            if gate.lease:
-                gate.start()  # renews in the background, so a long cycle or action keeps the lease
-            if once:
-                report = watcher.once()
-                _show(report, output)
-                raise typer.Exit(report.exit_code)
-            lease = f"; leader lease {gate.lease} as {gate.elector.identity}" if gate.lease else ""
-            typer.echo(f"watching {len(watcher.targets)} deployment(s) every {interval_s:g}s "
-                       f"({'Prometheus ' + opts.prometheus_url if opts.prometheus_url else 'direct /metrics'}; "
-                       f"policy {opts.policy}{', dry run' if dry_run else ''}{lease})", err=True)
-            watcher.run(on_report=lambda r: _show(r, output))
-    finally:
-        gate.close()
+    opts, port = monitor_options(interval=interval, prometheus_url=prometheus_url, policy=policy, dry_run=dry_run,
+                                 profile=profile, record_baseline=record_baseline, baseline_hours=baseline_hours,
+                                 deployments=deployment, metrics_port=metrics_port)
+    report = run(opts, once=once, metrics_port=port, db=db, on_report=lambda r: _show(r, output),
+                 on_start=lambda line: typer.echo(line, err=True))
+    if report is not None:
+        raise typer.Exit(report.exit_code)
 
 
 def _show(report, output: str) -> None:
@@ -139,11 +101,10 @@ def _table(r) -> None:
 @runbook_app.command("list")
 def runbook_list(output: str = typer.Option("table", "--output", "-o", help="table, json or yaml.")) -> None:
     """List the runbooks (playbooks/runbooks/*.yaml) and what raises them."""
+    from specops.api.monitor import list_runbooks
     from specops.cli.output import emit
-    from specops.drift.runbooks import list_runbooks, load_runbook
 
-    books = [load_runbook(n) for n in list_runbooks()]
-    rows = [{"name": b.name, "title": b.title, "triggers": b.triggers, "steps": len(b.steps)} for b in books]
+    rows = list_runbooks()
 
     def table(rows) -> None:
         for r in rows:
@@ -155,9 +116,9 @@ def runbook_list(output: str = typer.Option("table", "--output", "-o", help="tab
 @runbook_app.command("show")
 def runbook_show(name: str = typer.Argument(..., help="Runbook name (see `specops runbook list`).")) -> None:
     """Print a runbook for on-call reading (markdown)."""
-    from specops.drift.runbooks import load_runbook, render_markdown
+    from specops.api.monitor import show_runbook
 
-    typer.echo(render_markdown(load_runbook(name)), nl=False)
+    typer.echo(show_runbook(name), nl=False)
 
 
 @runbook_app.command("run")
@@ -171,16 +132,12 @@ def runbook_run(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
     """Run a runbook's diagnostic steps on a deployment; print findings and the recommended next action."""
+    from specops.api.monitor import run_runbook
     from specops.cli.output import check_format, emit
-    from specops.drift.service import run_runbook_on
-    from specops.registry import open_registry
-    from specops.settings import setting
 
     check_format(output)
-    with open_registry(db) as reg:
-        result = run_runbook_on(reg, name, deployment, allow_restart=allow_restart,
-                                prometheus_url=setting("prometheus_url", prometheus_url),
-                                progress=lambda m: typer.echo(m, err=True))
+    result = run_runbook(name, deployment, allow_restart=allow_restart, prometheus_url=prometheus_url, db=db,
+                         progress=lambda m: typer.echo(m, err=True))
     emit(result, output, _runbook_table)
 
 

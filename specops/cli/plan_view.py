@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from specops.planner.types import Plan
-
-
-def print_plan(plan: Plan) -> None:
+def print_plan(plan) -> None:
+    """``plan``: a specops.planner.types.Plan (from specops.api.recommend)."""
     import shlex
 
     from rich.table import Table

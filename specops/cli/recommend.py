@@ -1,6 +1,6 @@
 """`specops recommend`: method, γ and KV dtype for a model on given GPUs, with the exact vLLM launch.
 
-Imports only typer at module level (keeps `specops --help` fast); the planner loads in the body.
+Imports only typer at module level (keeps `specops --help` fast); specops.api.recommend loads in the body.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def recommend_command(
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
 ) -> None:
+    from specops.api.recommend import build_request, deployment_yaml, recommend_with_defaults
     from specops.cli.output import check_format, emit
-    from specops.planner.api import build_request, recommend_with_defaults
 
     fmt = check_format(output, OUTPUTS)
     request = build_request(model=model, params_b=params_b, quantization=quantization, gpu=gpu, gpus=gpus,
@@ -55,10 +55,7 @@ def recommend_command(
                             draft=draft)
     plan = recommend_with_defaults(request, calibration=calibration)
     if fmt == "deployment":
-        from specops.engines.spec import dump_spec
-        from specops.planner.render import to_deployment
-
-        typer.echo(dump_spec(to_deployment(plan, name)), nl=False)
+        typer.echo(deployment_yaml(plan, name), nl=False)
         return
     from specops.cli.plan_view import print_plan
 

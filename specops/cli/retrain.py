@@ -7,7 +7,6 @@ or rollback); 2 bad input, a retraining job already running (the holder is named
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
@@ -35,24 +34,11 @@ def retrain(
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Retrain the draft of a deployment from recent prompts, register it, and check it on held-out prompts."""
+    from specops.api.retrain import retrain as run
     from specops.cli.output import emit
-    from specops.errors import InputError
-    from specops.registry import open_registry
-    from specops.retrain.driver import retrain as run
 
-    try:
-        extra = json.loads(params) if params else {}
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--params is not JSON: {exc.msg}", "pass a JSON object, e.g. '{\"steps\": 300}'") from None
-    if not isinstance(extra, dict):
-        raise InputError("--params must be a JSON object", "pass e.g. '{\"steps\": 300}'")
-    if backend not in ("local", "speculators", "specforge"):
-        from specops.errors import unknown
-
-        raise unknown("retraining backend", backend, ["local", "speculators", "specforge"])
-    with open_registry(db) as reg:
-        outcome = run(deployment, backend=backend, data=data, from_traffic=from_traffic, registry=reg, params=extra,
-                      heldout=heldout, floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run)
+    outcome = run(deployment, backend=backend, data=data, from_traffic=from_traffic, params=params, heldout=heldout,
+                  floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run, db=db)
     emit(outcome, output, _table)
 
 

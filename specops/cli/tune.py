@@ -50,53 +50,24 @@ def tune_command(
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Measure a grid on the real engine, fit the performance model, store a calibration, report."""
+    from specops.api.tune import options_from_flags, run, stored
     from specops.cli.output import check_format, emit
-    from specops.errors import InputError
-    from specops.tune.api import deployment_name, options_from, recommend_picks, tune
-    from specops.tune.engine import parse_endpoints
-    from specops.tune.plan import parse_cpus, parse_gammas, parse_ints, parse_methods
 
     check_format(output, ("table", "json"))
     if list_:
-        from specops.tune.api import stored
-
         emit(stored(), output, _list_table)
         return
     opts = None
-    if budget_minutes is not None and not budget_minutes > 0:
-        raise InputError(f"--budget-minutes {budget_minutes} must be positive", "give minutes, e.g. 60")
     if not resume:
-        endpoints = parse_endpoints(endpoint_for or [])
-        if endpoints and not (deployment or spec or model):
-            model = "remote"
-        opts = options_from(deployment=deployment, spec=spec, model=model, draft=draft, endpoints=endpoints,
-                            workload=workload, methods=parse_methods(methods), gammas=parse_gammas(gammas),
-                            concurrency=parse_ints(concurrency), name=name, passes=passes, requests=requests,
-                            max_tokens=max_tokens, enforce_eager=enforce_eager or None, dtype=dtype,
-                            inner_repeats=inner_repeats, max_passes=max_passes, spread_target=spread_target,
-                            cpus=parse_cpus(cpus) if cpus else None,
-                            budget_s=budget_minutes * 60 if budget_minutes else None)
+        opts = options_from_flags(deployment=deployment, spec=spec, model=model, draft=draft, endpoint_for=endpoint_for,
+                                  workload=workload, methods=methods, gammas=gammas, concurrency=concurrency,
+                                  name=name, passes=passes, requests=requests, max_tokens=max_tokens,
+                                  enforce_eager=enforce_eager, dtype=dtype, inner_repeats=inner_repeats,
+                                  max_passes=max_passes, spread_target=spread_target, cpus=cpus,
+                                  budget_minutes=budget_minutes)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable
-    result = tune(opts, resume=resume, progress=progress, measure=not refit,
-                  budget_s=budget_minutes * 60 if (resume and budget_minutes) else None)
-    if result.report is None:
-        raise InputError(f"tune run {result.run_id} measured nothing ({'; '.join(result.outcome.notes) or 'every point failed'})",
-                         f"read the engine log (`specops logs {deployment_name(result.run_id)}`), fix the cause, "
-                         f"then start a new run")
-    used = result.options
-    picks, pick_notes = ([], ["remote engines: recommend's pick is not evaluated (no local hardware to plan for)"]) \
-        if used.endpoints else recommend_picks(result.calibration, result.report, used.concurrency,
-                                               output_len=used.max_tokens or 64)
-    result.report.notes += pick_notes
-    if html:
-        from specops.tune.html import render_tune_html, write_tune_html
-
-        html = str(write_tune_html(render_tune_html(result.report, result.calibration, recommend_picks=picks or None),
-                                   html))
-    data = {"run_id": result.run_id, "calibration": result.calibration.ref, "report": result.report,
-            "recommend_picks": picks, "html": html,
-            "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}
+    data = run(opts, resume=resume, refit=refit, budget_minutes=budget_minutes, html=html, progress=progress)
     emit(data, output, _table)
 
 

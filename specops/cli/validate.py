@@ -34,7 +34,7 @@ def _finish(reports, fmt: str, junit: str | None) -> None:
     from specops.cli.output import emit
 
     if junit:
-        from specops.checks.junit import write_junit
+        from specops.api.validate import write_junit
 
         write_junit(reports, junit)
     data = [r.model_dump(mode="json") | {"exit_code": r.exit_code} for r in reports]
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
                                               help="The same target served without speculation (lossless check)."),
     ) -> None:
         """Run a checklist against a deployment; exit 0 pass, 1 a check failed, 2 could not evaluate."""
-        from specops.checks.api import validate
+        from specops.api.validate import validate
 
         report = validate(checklist, deployment, profile=profile, prometheus_url=prometheus_url,
                           baseline_endpoint=baseline_endpoint)
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         baseline_endpoint: str = typer.Option(None, "--baseline-endpoint", help="Baseline without speculation."),
     ) -> None:
         """CI gate for a deployment spec: schema, vLLM capabilities, lineage, and with --endpoint the deploy checklist."""
-        from specops.checks.api import gate
+        from specops.api.validate import gate
 
         reports = gate(spec, endpoint=endpoint, profile=profile, prometheus_url=prometheus_url,
                        baseline_endpoint=baseline_endpoint)
@@ -88,9 +88,6 @@ def register(app: typer.Typer) -> None:
         out: str = typer.Option(None, "--out", help="HTML file to write (default: <deployment>-report.html)."),
     ) -> None:
         """Write a self-contained HTML report: acceptance plots, TPOT with vs without speculation, checklist results."""
-        from specops.checks.report import render_html, report_from_registry, write_report
-        from specops.registry import open_registry
+        from specops.api.validate import report
 
-        parts = report_from_registry(open_registry(), deployment)
-        path = write_report(render_html(**parts), out or f"{deployment}-report.html")
-        typer.echo(str(path))
+        typer.echo(str(report(deployment, out)))

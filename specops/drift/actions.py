@@ -12,8 +12,9 @@ minutes for the same episode).
 - ``disable_speculation``: the saved spec without speculation, redeployed (the spec that ran before
   is kept as ``spec.before-fallback.yaml`` for the way back);
 - ``retune_gamma``: the saved spec with the proposed γ / per-batch schedule, redeployed;
-- ``open_retraining``: starts ``specops retrain --deployment D`` as a detached process (the
-  retraining lease in the registry keeps it to one job per deployment) on the prompts named by the
+- ``open_retraining``: starts a retraining job (``python -m specops.retrain.worker --deployment D``,
+  the library's retrain call in a worker process, not the CLI) detached (the retraining lease in
+  the registry keeps it to one job per deployment) on the prompts named by the
   ``retrain_data`` setting, else on the deployment's recorded traffic;
 - ``notify``: a log line and, when the rule names one, a webhook POST.
 
@@ -147,7 +148,7 @@ class EngineExecutor:
         from specops.retrain.prompts import traffic_path
         from specops.settings import deployment_dir
 
-        argv = [sys.executable, "-m", "specops", "retrain", "--deployment", deployment, "--reason", reason[:500]]
+        argv = [sys.executable, "-m", "specops.retrain.worker", "--deployment", deployment, "--reason", reason[:500]]
         if self.retrain_data:
             argv += ["--data", str(Path(self.retrain_data).expanduser())]
         elif traffic_path(deployment).is_file():

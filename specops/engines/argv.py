@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specops.engines.capabilities import (
+from specops.capabilities import (
     DEFAULT_VLLM_VERSION,
     CapabilityTable,
     default_table,

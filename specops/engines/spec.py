@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specops.capabilities import DEFAULT_VLLM_VERSION
 from specops.engines.argv import LaunchConfig
-from specops.engines.capabilities import DEFAULT_VLLM_VERSION
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

@@ -30,7 +30,7 @@ def prepare_canary_row(reg, deployment: str, target_ref: str, draft_ref: str):
 
 def train_stage(reg, deployment: str, outcome, *, profile: str = "gpu-default") -> tuple[bool, str]:
     """(passed, one line) for a :class:`specops.retrain.RetrainOutcome`."""
-    from specops.checks.api import validate
+    from specops.checks.run import validate
 
     d = outcome.decision
     if d is not None and d.action != "promote":

@@ -181,7 +181,7 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
                       replicas: int | None = None, out_dir: str | Path | None = None, api_client=None,
                       timeout_s: float = 600, progress: Progress | None = None, thresholds=None,
                       monitoring: bool = True, registry=None, poll_s: float = 1.0) -> KubeDeployResult:
-    from specops.k8s import render_manifests, write_manifests
+    from specops.k8s.manifests import render_manifests, write_manifests
     from specops.k8s.validate import validate_objects
 
     say = progress or _quiet

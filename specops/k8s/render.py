@@ -23,7 +23,7 @@ import hashlib
 import json
 import re
 
-from specops.engines.capabilities import parse_version
+from specops.capabilities import parse_version
 from specops.engines.spec import DeploymentSpec
 from specops.errors import InputError
 from specops.k8s.alerts import AlertThresholds, prometheus_rule

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specops.engines.capabilities import CapabilityTable, default_table, format_version, parse_version
+from specops.capabilities import CapabilityTable, default_table, format_version, parse_version
 from specops.errors import CapabilityError, FitError, InputError
 from specops.planner.calibration import Priors, default_priors
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs

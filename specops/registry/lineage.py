@@ -127,7 +127,7 @@ def _disk_findings(target: TargetPublic, draft: DraftPublic) -> list[Finding]:
 
 
 def _method_findings(draft: DraftPublic, method: str, vllm_version: str) -> list[Finding]:
-    from specops.engines.capabilities import default_table
+    from specops.capabilities import default_table
 
     out = []
     if method != draft.method and not (draft.method == "eagle3" and method == "eagle3"):

@@ -297,7 +297,7 @@ class ModelsMixin(RegistryBase):
     def check_lineage(self, target_ref: str, draft_ref: str, *, vllm_version: str = "0.33.0",
                       method: str | None = None, recheck_disk: bool = True) -> LineageReport:
         """Judge a pair; ``report.ok`` is False when any finding is an error."""
-        from specops.engines.capabilities import parse_version
+        from specops.capabilities import parse_version
 
         parse_version(vllm_version)
 

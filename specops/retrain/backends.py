@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specops.errors import InputError, unknown
 from specops.retrain.prompts import data_sha256, write_prompts
-from specops.retrain.types import TrainResult
+from specops.retrain.types import BACKENDS, TrainResult
 
 StepCallback = Callable[[int, float], None]
 
@@ -115,7 +115,7 @@ def get_backend(name: str, **options) -> Backend:
         from specops.retrain.specforge import SpecForgeBackend
 
         return SpecForgeBackend(**options)
-    raise unknown("retraining backend", name, ["local", "speculators", "specforge"])
+    raise unknown("retraining backend", name, BACKENDS)
 
 
 def require_local_dir(path: str, role: str) -> Path:

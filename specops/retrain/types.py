@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 BackendName = Literal["local", "speculators", "specforge"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
+"""The retraining backends, in the order `specops retrain --help` names them."""
 
 
 class _Model(BaseModel):

@@ -10,11 +10,11 @@ import zlib
 
 import pytest
 
-from specops.checks.api import floors, record_run
 from specops.checks.evaluate import run_checklist
 from specops.checks.junit import junit_xml
 from specops.checks.playbook import get_profile, load_checklist
 from specops.checks.report import render_html, report_from_registry
+from specops.checks.run import floors, record_run
 from specops.checks.sources import Sources, deployment_facts
 from tests.checks.helpers import matched_windows, stale_windows
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from specops.planner.api import build_request, recommend_with_defaults
+from specops.api.recommend import build_request, recommend_with_defaults
 from specops.tune.calibration import fit_calibration, predict_with, save_calibration
 from specops.tune.types import Acceptance, Calibration, Coefficients, EngineConfig, GridPoint, PointResult
 from tests.tune.fakes import synthetic_sample

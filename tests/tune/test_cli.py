@@ -36,7 +36,7 @@ def test_tune_has_help_text_for_every_option(cli):
 def _stored_run(model: str = "meta-llama/Llama-3.1-8B-Instruct"):
     """A run measured through the library with the fakes (no engine can run per test here), stored in
     the test's registry; the CLI then works on it for real."""
-    from specops.tune.api import TuneOptions, tune
+    from specops.api.tune import TuneOptions, tune
     from tests.tune.fakes import FakeDeployer, FakeMeasurer
 
     opts = TuneOptions(model=model, draft="/d", methods=["ngram", "draft_model"], gammas=[1, 2, 3],

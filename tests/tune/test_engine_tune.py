@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from specops.api.tune import deployment_name
 from specops.registry import open_registry
 from specops.settings import deployment_dir
-from specops.tune.api import deployment_name
 from specops.tune.calibration import load_calibration
 from specops.tune.fit import fit_acceptance
 from specops.tune.store import PointStore, list_runs

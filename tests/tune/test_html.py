@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specops.api.tune import TuneOptions, tune
 from specops.checks.svg import nice_ticks
 from specops.errors import EngineError, InputError
-from specops.tune.api import TuneOptions, tune
 from specops.tune.html import render_tune_html, write_tune_html
 from tests.tune.fakes import FakeDeployer, FakeMeasurer
 

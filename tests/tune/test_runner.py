@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from specops.api.tune import TuneOptions, tune
 from specops.errors import InputError, MeasurementError, NotFoundError
 from specops.registry import open_registry
-from specops.tune.api import TuneOptions, tune
 from specops.tune.calibration import (
     list_calibrations,
     load_calibration,

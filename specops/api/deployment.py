@@ -1,4 +1,6 @@
-"""Adopt an engine specops did not start: record it in the registry (status ``adopted``) so that bench,
+"""What `specops deployment register|list|show|remove` calls.
+
+Adopt an engine specops did not start: record it in the registry (status ``adopted``) so that bench,
 metrics, validate and monitor work on it like on any deployment.
 
 Registration probes the engine once (``/v1/models`` and ``/metrics``): it fills in the served model name
@@ -106,3 +108,17 @@ def remove(name: str, reg=None) -> str:
                               pid=None)
     reg.record_event("deployment.removed", name, f"{name} removed (history kept)", actor="specops deployment remove")
     return "retired"
+
+
+def list_deployments(reg=None) -> list:
+    """Every registered deployment (started by specops or adopted)."""
+    from specops.registry import open_registry
+
+    return (reg or open_registry()).list_deployments()
+
+
+def get_deployment(name: str, reg=None):
+    """One deployment's record (NotFoundError with did-you-mean when absent)."""
+    from specops.registry import open_registry
+
+    return (reg or open_registry()).get_deployment(name)

@@ -1,50 +1,33 @@
-"""What the CLI calls: ``validate`` (a checklist against a deployment), ``gate`` (a spec in CI),
-``report`` (HTML from the registry)."""
+"""What `specops validate`, `specops gate` and `specops report` call.
+
+- ``validate``: one checklist against one registered deployment, recorded (specops.checks.run).
+- ``gate``: a deployment spec in CI: schema, vLLM capabilities and lineage, and with an endpoint the
+  deploy checklist against the running engine.
+- ``report``: the self-contained HTML report of a deployment, from the registry.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from specops.checks.evaluate import evaluate, plot_data, run_checklist
+from specops.checks.evaluate import run_checklist
+from specops.checks.junit import write_junit
 from specops.checks.playbook import get_profile, load_checklist
+from specops.checks.run import validate
 from specops.checks.sources import Sources, default_sources
-from specops.checks.thresholds import performance_floor, speedup_model
-from specops.checks.types import Check, CheckResult, Profile, ValidationReport
+from specops.checks.types import CheckResult, ValidationReport
+
+__all__ = ["gate", "report", "validate", "write_junit"]
 
 
-def validate(checklist: str, deployment: str, *, profile: str = "gpu-default", prometheus_url: str | None = None,
-             baseline_endpoint: str | None = None, sources: Sources | None = None, record: bool = True,
-             registry=None) -> ValidationReport:
-    """Run one checklist against one registered deployment and record it as a validation run."""
-    cl = load_checklist(checklist)
-    prof = get_profile(profile)
-    src = sources or default_sources(deployment, prometheus_url=prometheus_url, baseline_endpoint=baseline_endpoint,
-                                     registry=registry)
-    report = run_checklist(cl, profile, prof, src)
-    if record and src.registry is not None:
-        report.recorded_run_id = record_run(src.registry, report, floors(prof, src)).id
-    return report
+def report(deployment: str, out: str | Path | None = None, *, registry=None) -> Path:
+    """Write the HTML report of ``deployment`` (default file ``<deployment>-report.html``); returns its path."""
+    from specops.checks.report import render_html, report_from_registry, write_report
+    from specops.registry import open_registry
 
+    parts = report_from_registry(registry or open_registry(), deployment)
+    return write_report(render_html(**parts), out or f"{deployment}-report.html")
 
-def floors(profile: Profile, sources: Sources) -> dict[str, float | None]:
-    """The acceptance lines drawn on the report's plots."""
-    out: dict[str, float | None] = {"P50 floor": profile.acceptance_p50_min, "P5 floor": profile.acceptance_p5_min}
-    gamma = sources.deployment.get("num_speculative_tokens")
-    if gamma:
-        out["speedup<1 below"] = performance_floor(speedup_model(profile, sources.deployment, sources.registry)[0], int(gamma))
-    return out
-
-
-def record_run(reg, report: ValidationReport, floor_lines: dict | None = None):
-    summary = {"profile": report.profile, "exit_code": report.exit_code, "counts": report.counts(),
-               "results": [r.model_dump(mode="json") for r in report.results], "data": report.data,
-               "floors": floor_lines or {}}
-    return reg.record_validation_run(report.deployment, checklist=report.checklist, passed=report.passed,
-                                     findings=[r.to_finding() for r in report.results], summary=summary,
-                                     started_at=report.started_at, finished_at=report.finished_at)
-
-
-# --- gate ---------------------------------------------------------------------------------------------
 
 GATE_SOURCE = "issue 7 (specops gate)"
 
@@ -164,6 +147,3 @@ def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -
                else endpoint_windows(endpoint, spec.served_name()))
     return Sources(deployment=facts, windows=windows, registry=registry, baseline_endpoint=baseline_endpoint,
                    complete=http_complete, bench_events=[])
-
-
-__all__ = ["validate", "gate", "record_run", "floors", "evaluate", "plot_data", "Check"]

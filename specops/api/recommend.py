@@ -1,5 +1,11 @@
-"""Request building for callers that start from loose values (the CLI): settings precedence,
-choices with "did you mean", and pydantic errors turned into one-line InputErrors."""
+"""What `specops recommend` calls.
+
+- ``build_request``: a RecommendRequest from loose values (the CLI's flags): settings precedence,
+  choices with "did you mean", and pydantic errors turned into one-line InputErrors.
+- ``recommend_with_defaults``: the planner with what this installation has learned (measured
+  acceptance from the registry, a calibration from ``specops tune``).
+- ``deployment_yaml``: the DeploymentSpec YAML of a plan, for ``specops deploy``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ def build_request(**values: Any) -> RecommendRequest:
     """A validated RecommendRequest; gpu and vllm_version fall back to SPECOPS_* / config.yaml."""
     from pydantic import ValidationError
 
-    from specops.engines.capabilities import DEFAULT_VLLM_VERSION
+    from specops.capabilities import DEFAULT_VLLM_VERSION
     from specops.settings import setting
 
     values = {k: v for k, v in values.items() if v is not None}
@@ -103,3 +109,11 @@ def _calibration_for(request: RecommendRequest, name: str | None):
     if str(request.gpu).lower() != "cpu":  # calibrations measured here are CPU runs
         return None
     return newest_calibration(model=request.model)
+
+
+def deployment_yaml(plan: Plan, name: str | None = None) -> str:
+    """The DeploymentSpec of ``plan`` as YAML (what ``recommend -o deployment`` prints)."""
+    from specops.engines.spec import dump_spec
+    from specops.planner.render import to_deployment
+
+    return dump_spec(to_deployment(plan, name))

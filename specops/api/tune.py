@@ -1,6 +1,6 @@
 """`specops tune` as a library call: plan → run (resumable) → fit → store the calibration → report.
 
-    from specops.tune.api import TuneOptions, tune
+    from specops.api.tune import TuneOptions, tune
     result = tune(TuneOptions(model="tests/assets/tiny-models/target-v1", draft=".../draft-v1",
                               methods=["none", "ngram", "draft_model"], gammas=[1, 2, 3, 4, 6],
                               concurrency=[1, 4], budget_s=3600, name="tiny-cpu"))
@@ -245,8 +245,8 @@ def recommend_picks(cal: Calibration, report: TuneReport, concurrency: list[int]
     """What ``specops recommend --calibration REF`` picks at each concurrency (as the HTML report and
     the JSON output show it), with the pick's measured median when the grid measured it; plus notes
     for concurrencies where recommend could not run (e.g. a model the planner cannot resolve)."""
+    from specops.api.recommend import build_request, recommend_with_defaults
     from specops.errors import SpecopsError
-    from specops.planner.api import build_request, recommend_with_defaults
 
     rows = {(r.config.key, r.concurrency): r for r in report.rows}
     picks, notes = [], []
@@ -303,7 +303,7 @@ def options_from(*, deployment: str | None = None, spec: str | None = None, mode
         if s.engine.dtype:
             extra["dtype"] = s.engine.dtype
     elif deployment:
-        from specops.metrics.measure import registered
+        from specops.api.measure import registered
 
         row = registered(deployment)
         cfg = row.engine_config or {}
@@ -336,3 +336,55 @@ def _argv_value(argv: list[str] | None, flag: str) -> str | None:
             if a == "serve" and i + 1 < len(argv):
                 return argv[i + 1]
     return None
+
+
+def options_from_flags(*, methods: str, gammas: str, concurrency: str, cpus: str | None = None,
+                       endpoint_for: list[str] | None = None, budget_minutes: float | None = None,
+                       deployment: str | None = None, spec: str | None = None, model: str | None = None,
+                       draft: str | None = None, enforce_eager: bool = False, **values) -> TuneOptions:
+    """TuneOptions from the flags of ``specops tune`` as typed (lists and ranges as text)."""
+    from specops.tune.engine import parse_endpoints
+    from specops.tune.plan import parse_cpus, parse_gammas, parse_ints, parse_methods
+
+    _check_budget(budget_minutes)
+    endpoints = parse_endpoints(endpoint_for or [])
+    if endpoints and not (deployment or spec or model):
+        model = "remote"
+    return options_from(deployment=deployment, spec=spec, model=model, draft=draft, endpoints=endpoints,
+                        methods=parse_methods(methods), gammas=parse_gammas(gammas),
+                        concurrency=parse_ints(concurrency), enforce_eager=enforce_eager or None,
+                        cpus=parse_cpus(cpus) if cpus else None,
+                        budget_s=budget_minutes * 60 if budget_minutes else None, **values)
+
+
+def run(opts: TuneOptions | None = None, *, resume: str | None = None, refit: bool = False,
+        budget_minutes: float | None = None, html: str | None = None, progress: Progress | None = None) -> dict:
+    """What ``specops tune`` does after parsing: measure (or resume, or refit), fit, store, then what
+    ``recommend --calibration`` picks and, with ``html``, the plotted report. Returns the data the
+    command prints (run id, calibration ref, report, picks, coefficients, acceptance, html path)."""
+    _check_budget(budget_minutes)
+    result = tune(opts, resume=resume, progress=progress, measure=not refit,
+                  budget_s=budget_minutes * 60 if (resume and budget_minutes) else None)
+    if result.report is None:
+        raise InputError(f"tune run {result.run_id} measured nothing "
+                         f"({'; '.join(result.outcome.notes) or 'every point failed'})",
+                         f"read the engine log (`specops logs {deployment_name(result.run_id)}`), fix the cause, "
+                         f"then start a new run")
+    used = result.options
+    picks, pick_notes = ([], ["remote engines: recommend's pick is not evaluated (no local hardware to plan for)"]) \
+        if used.endpoints else recommend_picks(result.calibration, result.report, used.concurrency,
+                                               output_len=used.max_tokens or 64)
+    result.report.notes += pick_notes
+    if html:
+        from specops.tune.html import render_tune_html, write_tune_html
+
+        html = str(write_tune_html(render_tune_html(result.report, result.calibration, recommend_picks=picks or None),
+                                   html))
+    return {"run_id": result.run_id, "calibration": result.calibration.ref, "report": result.report,
+            "recommend_picks": picks, "html": html,
+            "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}
+
+
+def _check_budget(budget_minutes: float | None) -> None:
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise InputError(f"--budget-minutes {budget_minutes} must be positive", "give minutes, e.g. 60")

@@ -1,0 +1,25 @@
+"""What `specops heal` calls: the closed loop on a local deployment (specops.heal), with the backend
+parameters given as JSON text and the registry opened for the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specops.api.retrain import parse_params
+from specops.heal import HealOutcome
+from specops.registry import open_registry
+
+
+def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool = False,
+         params: str | dict | None = None, heldout: int = 8, min_gain: float = 0.05, floor: float = 0.0,
+         max_tokens: int = 48, handover: str = "restart", dry_run: bool = False, reason: str | None = None,
+         db: str | None = None, progress=None) -> HealOutcome:
+    """Retrain the stale draft of ``deployment``, validate it, canary it against the incumbent, promote or
+    roll back (see specops.heal.run)."""
+    from specops.heal import heal as run
+
+    extra = params if isinstance(params, dict) else parse_params(params)
+    with open_registry(db) as reg:
+        return run(deployment, data=data, from_traffic=from_traffic, params=extra, heldout=heldout,
+                   min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run,
+                   reason=reason, registry=reg, progress=progress)

@@ -1,0 +1,39 @@
+"""What `specops retrain` calls: retrain a deployment's draft, register it with its lineage, check it
+on held-out prompts (specops.retrain.driver), with the backend parameters given as JSON text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specops.errors import InputError, unknown
+from specops.registry import open_registry
+from specops.retrain.types import BACKENDS
+
+
+def parse_params(text: str | None) -> dict:
+    """Backend parameters from ``--params`` JSON text ({} when none); anything but an object is an InputError."""
+    try:
+        extra = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--params is not JSON: {exc.msg}", "pass a JSON object, e.g. '{\"steps\": 300}'") from None
+    if not isinstance(extra, dict):
+        raise InputError("--params must be a JSON object", "pass e.g. '{\"steps\": 300}'")
+    return extra
+
+
+def retrain(deployment: str, *, backend: str = "local", data: str | Path | None = None, from_traffic: bool = False,
+            params: str | dict | None = None, heldout: int = 8, floor: float = 0.0, min_gain: float = 0.0,
+            reason: str | None = None, dry_run: bool = False, db: str | None = None, registry=None):
+    """Retrain the draft of ``deployment`` (a RetrainOutcome); ``params`` as a dict or JSON text."""
+    from specops.retrain.driver import retrain as run
+
+    extra = params if isinstance(params, dict) else parse_params(params)
+    if backend not in BACKENDS:
+        raise unknown("retraining backend", backend, BACKENDS)
+    if registry is not None:
+        return run(deployment, backend=backend, data=data, from_traffic=from_traffic, registry=registry, params=extra,
+                   heldout=heldout, floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run)
+    with open_registry(db) as reg:
+        return run(deployment, backend=backend, data=data, from_traffic=from_traffic, registry=reg, params=extra,
+                   heldout=heldout, floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run)
