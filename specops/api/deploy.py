@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from specops.engines.manage import DeploymentStatus, log_path, restart, status, stop, tail
-from specops.errors import EngineError, InputError
+from specops.errors import InputError
 
 __all__ = ["DeploymentStatus", "deploy", "follow_log", "log_path", "restart", "status", "stop", "tail"]
 
@@ -30,11 +30,8 @@ def deploy(spec_file: str | Path, *, platform: str | None = None, dry_run: bool 
     if where not in PLATFORMS:
         raise InputError(f'unknown platform "{platform}"', "use --platform local or --platform kubernetes")
     if where == "kubernetes":
-        try:
-            from specops.k8s import deploy_kubernetes
-        except ImportError:
-            raise EngineError("Kubernetes deployment is not available in this build",
-                              "use --platform local, or install specops with the k8s extra") from None
+        from specops.k8s import deploy_kubernetes  # a missing extra is named by the CLI (exit 2)
+
         return deploy_kubernetes(spec, dry_run=dry_run, canary_of=canary_of, replicas=replicas, out_dir=None)
     if canary_of or replicas is not None:
         raise InputError("--canary-of and --replicas apply to Kubernetes only",

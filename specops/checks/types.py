@@ -218,12 +218,20 @@ class ValidationReport(_Strict):
     @property
     def exit_code(self) -> int:
         """1 when a check (severity error) ran and failed: the verdict is known whatever else could not be
-        evaluated; else 2 when any check could not be evaluated (fail closed); else 0."""
+        evaluated; else 2 when any check could not be evaluated, or when no check ran at all (every one
+        skipped: nothing was looked at, which is not a pass); else 0."""
         if any(r.status == "fail" and r.severity == "error" for r in self.results):
             return 1
         if any(r.status == "error" for r in self.results):
             return 2
+        if not any(r.status in ("pass", "fail") for r in self.results):
+            return 2
         return 0
+
+    @property
+    def verdict(self) -> str:
+        """pass, fail or "could not evaluate" (the exit code in words)."""
+        return {0: "pass", 1: "fail"}.get(self.exit_code, "could not evaluate")
 
     @property
     def passed(self) -> bool:

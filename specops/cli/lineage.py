@@ -56,7 +56,7 @@ def register_target(path: str = typer.Argument(..., help="Local Hugging Face fol
     from specops.api.lineage import register_target as run
 
     row = run(path, name=name, version=version, db=db)
-    _emit(row, output, lambda r: typer.echo(f"registered target {r['ref']} ({r['fingerprint']})"))
+    _emit(row, output, lambda r: typer.echo(f"registered target {r['ref']} ({r['fingerprint'] or 'a hub id without a revision: no fingerprint'})"))
 
 
 @lineage_app.command("register-draft")
@@ -133,17 +133,17 @@ def check(target: str = typer.Option(..., "--target", help="Target NAME[@VERSION
           method: Optional[str] = typer.Option(None, "--method", help="Method to serve with (default: the draft's)."),
           vllm_version: str = typer.Option("0.33.0", "--vllm-version", help="vLLM release to check against."),
           db: Optional[str] = DB, output: str = OUTPUT) -> None:
-    """Judge a target/draft pair. Exit 0 compatible, 1 incompatible, 2 bad input."""
+    """Judge a target/draft pair. Exit 0 compatible, 1 incompatible, 2 could not evaluate or bad input."""
     from specops.api.lineage import check as run
 
     report = run(target, draft, vllm_version=vllm_version, method=method, db=db)
 
     def table(_):
-        verdict = "compatible" if report.ok else "INCOMPATIBLE"
+        verdict = {"pass": "compatible", "fail": "INCOMPATIBLE"}.get(report.verdict, "COULD NOT EVALUATE")
         typer.echo(f"{report.draft} on {report.target} ({report.method}, vLLM {report.vllm_version}): {verdict}")
         _print_findings(report.findings, err=False)
     _emit(report.model_dump_public(), output, table)
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(report.exit_code)
 
 
 @lineage_app.command("export")

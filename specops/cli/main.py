@@ -1,7 +1,8 @@
 """Entry point: builds the typer app, runs it, maps errors to one line and an exit code.
 
 Exit codes: 0 ok; 1 a check ran and failed (incompatible lineage, failed validation);
-2 bad input or something could not be evaluated; 130 interrupted.
+2 bad input, something could not be evaluated, or a missing extra/driver (named, with the pip
+command); 3 an internal error (with the SPECOPS_DEBUG=1 hint); 130 interrupted.
 Tracebacks only with SPECOPS_DEBUG=1.
 """
 
@@ -72,7 +73,7 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from specops.errors import SpecopsError
+    from specops.errors import SpecopsError, missing_dependency
 
     _register_all()
     command = typer.main.get_command(app)
@@ -96,16 +97,27 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except ModuleNotFoundError as exc:  # an extra or a driver that is not installed: exit 2, name it
+        missing = missing_dependency(exc)
+        if debug or missing is None:
+            _internal(exc, debug)
+        typer.echo(f"error: {missing.one_line()}", err=True)
+        sys.exit(missing.exit_code)
     except Exception as exc:  # never a traceback for users
-        if debug:
-            raise
-        typer.echo(
-            f"error: internal error ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
-            "To fix: re-run with SPECOPS_DEBUG=1 for the traceback and report it.",
-            err=True,
-        )
-        sys.exit(1)
+        _internal(exc, debug)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _internal(exc: Exception, debug: bool) -> None:
+    """An internal error: exit 3 (1 is a failed check), one line with the SPECOPS_DEBUG hint."""
+    if debug:
+        raise exc
+    typer.echo(
+        f"error: internal error ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
+        "To fix: re-run with SPECOPS_DEBUG=1 for the traceback and report it.",
+        err=True,
+    )
+    sys.exit(3)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -94,11 +94,10 @@ def bench_command(
     save: str = typer.Option(None, "--save", help="Also write the JSON result to this file."),
 ) -> None:
     """A/B benchmark: speculation on vs off — acceptance P50/P5, TPOT speedup, tokens/s, cross-checked."""
-    import json
     from pathlib import Path
 
     from specops.api.measure import bench_deployment
-    from specops.cli.output import check_format, console, emit, to_jsonable
+    from specops.cli.output import check_format, console, dumps, emit
 
     check_format(output, ("table", "json"))
     with _progress() as progress:
@@ -109,7 +108,7 @@ def bench_command(
             stress_factor=stress_factor, max_tokens=max_tokens, seed=seed, window=window, warmup=warmup,
             engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress)
     if save:
-        Path(save).write_text(json.dumps(to_jsonable(result), indent=2) + "\n")
+        Path(save).write_text(dumps(result) + "\n")
     emit(result, output, _bench_table)
     if not result.crosscheck_ok:
         console(stderr=True).print("error: the engine's counters disagree with what the client received (see "

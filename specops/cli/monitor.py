@@ -2,7 +2,8 @@
 
 Exit codes of `monitor --once`: 0 the cycle saw every deployment; 2 it could not see some (each is
 named on stderr) or the source failed. The loop itself runs until interrupted (130). `runbook run`
-exits 0 when it ran (whatever it found), 2 on bad input. Only typer and the stdlib are imported here.
+exits 0 when every step ran (whatever it found), 2 when a step could not evaluate (engine down, no
+traffic, no baseline, nothing recorded to compare) or on bad input. Only typer and the stdlib are imported here.
 
 In a cluster (manifests/monitor/) the settings come from the environment: SPECOPS_LEADER_LEASE,
 SPECOPS_NAMESPACE and SPECOPS_POD_NAME elect one acting replica (the others observe only, and say
@@ -67,10 +68,12 @@ def monitor(
 
 
 def _show(report, output: str) -> None:
-    import json
-
     if output == "json":
-        typer.echo(json.dumps(report.model_dump(mode="json")))
+        import json
+
+        from specops.cli.output import to_jsonable
+
+        typer.echo(json.dumps(to_jsonable(report), allow_nan=False))
     else:
         _table(report)
     for name, why in report.unseen.items():
@@ -139,16 +142,19 @@ def runbook_run(
     result = run_runbook(name, deployment, allow_restart=allow_restart, prometheus_url=prometheus_url, db=db,
                          progress=lambda m: typer.echo(m, err=True))
     emit(result, output, _runbook_table)
+    raise typer.Exit(result.exit_code)
 
 
 def _runbook_table(r) -> None:
     echo = typer.echo
     echo(f"runbook {r.runbook} on {r.deployment}")
     for i, s in enumerate(r.steps, 1):
-        echo(f"{i}. {s.title} [{s.status}]" + (f" - {s.detail}" if s.detail else ""))
+        status = "could not evaluate" if s.status == "error" else s.status
+        echo(f"{i}. {s.title} [{status}]" + (f" - {s.detail}" if s.detail else ""))
         for f in s.findings:
             echo(f"   {f.one_line()}")
     a = r.next_action
-    echo(f"next: {a.recommend}")
+    blind = len(r.unevaluated)
+    echo(f"next{f' (incomplete: {blind} step(s) could not evaluate)' if blind else ''}: {a.recommend}")
     if a.command:
         echo(f"  run: {a.command.replace('NAME', r.deployment)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,20 +24,28 @@ def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
 
 
 def to_jsonable(data: Any) -> Any:
+    """Plain JSON data; a non-finite float (NaN, ±Inf) becomes null, so the output stays JSON."""
     if hasattr(data, "model_dump"):
-        return data.model_dump(mode="json")
+        return to_jsonable(data.model_dump(mode="json"))
     if isinstance(data, dict):
         return {k: to_jsonable(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return [to_jsonable(v) for v in data]
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
     return data
+
+
+def dumps(data: Any) -> str:
+    """JSON text of ``data`` (strict: never NaN or Infinity)."""
+    return json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
 
 
 def emit(data: Any, fmt: str, table: Callable[[Any], None] | None = None) -> None:
     """Print ``data`` as JSON, YAML or (via ``table``) for people."""
     fmt = check_format(fmt, FORMATS if table else ("json", "yaml"))
     if fmt == "json":
-        sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+        sys.stdout.write(dumps(data) + "\n")
     elif fmt == "yaml":
         import yaml
 

@@ -128,8 +128,13 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
     """WatchTargets for the registered deployments that speculate (or ``names``), and their rows."""
     floors = floors or Floors(None, None)
     store = store or HistoryStore(reg)
-    deps = {d.name: d for d in reg.list_deployments() if (names is None and speculating(d))
-            or (names is not None and d.name in names)}
+    rows = reg.list_deployments()
+    if names is not None and (missing := sorted(set(names) - {d.name for d in rows})):
+        from specops.errors import unknown
+
+        raise unknown("deployment", missing[0], [d.name for d in rows],
+                      fix="name a registered deployment (`specops deployment list`), or drop -d to watch all")
+    deps = {d.name: d for d in rows if (names is None and speculating(d)) or (names is not None and d.name in names)}
     baselines = store.baselines(list(deps))
     drafts = {}
     for d in deps.values():

@@ -137,6 +137,21 @@ class RunbookResult(BaseModel):
     findings: list[Finding]
     next_action: NextAction
 
+    @property
+    def unevaluated(self) -> list[StepResult]:
+        """Steps that could not look at what they judge (status ``error``)."""
+        return [s for s in self.steps if s.status == "error"]
+
+    @property
+    def verdict(self) -> str:
+        """"could not evaluate" when any step could not look (the next action rests on part of the
+        evidence), else "pass" (the runbook ran; what it found is in the findings)."""
+        return "could not evaluate" if self.unevaluated else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.unevaluated else 0
+
 
 def runbook_dir() -> Path:
     from specops.playbooks import playbook_path

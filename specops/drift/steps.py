@@ -21,7 +21,7 @@ from specops.drift.detectors import Baseline
 from specops.drift.fleet import LiveFingerprints, served_model_path
 from specops.drift.observe import ALL, Observation, Unseen
 from specops.drift.store import HistoryStore
-from specops.errors import MeasurementError
+from specops.errors import CouldNotEvaluate, MeasurementError
 from specops.models import Finding
 
 DROP_SIGMAS = 3.0
@@ -30,6 +30,17 @@ KV_PRESSURE = 0.9
 
 def _f(code: str, severity: str, message: str, fix: str | None = None, **evidence) -> Finding:
     return Finding(code=code, severity=severity, message=message, fix=fix, evidence=evidence)
+
+
+def _needs_draft(method: str | None) -> bool:
+    from specops.registry.schema import WEIGHTLESS_METHODS
+
+    return bool(method) and method != "none" and method not in WEIGHTLESS_METHODS
+
+
+def _record_pair_fix(deployment: str) -> str:
+    return (f"record the pair: `specops deployment register {deployment} --endpoint URL --target NAME@VERSION "
+            "--draft NAME@VERSION --method METHOD` (adopted), or deploy it with `specops deploy SPEC`")
 
 
 def _r(x: float | None, n: int = 4) -> float | None:
@@ -55,8 +66,9 @@ class RegistrySteps:
             self._obs[deployment] = self.source_for(dep).fetch([deployment])[deployment]
         obs = self._obs[deployment]
         if isinstance(obs, Unseen):
-            raise MeasurementError(f"cannot see {deployment}: {obs.reason}",
-                                   "check the engine and its metrics (specops status, --prometheus-url)")
+            reason, _, fix = obs.reason.partition(" To fix: ")
+            raise MeasurementError(f"cannot see {deployment}: {reason}",
+                                   fix or "check the engine and its metrics (specops status, --prometheus-url)")
         if not fresh and (obs.total is None or obs.total.drafts < self.min_drafts):
             stored = [o for o in self.store.history(deployment, since=self.now() - 3600)
                       if o.total is not None and o.total.drafts >= self.min_drafts]
@@ -75,16 +87,18 @@ class RegistrySteps:
         obs = self.observation(deployment)
         w = obs.total
         if w is None or w.drafts <= 0 or w.alpha is None:
-            return [_f("QUERY_OK", "info", f"{deployment}: no drafts in the window (no traffic); nothing to compare",
-                       deployment=deployment, window_s=obs.window_s)]
+            raise CouldNotEvaluate(f"{deployment}: no drafts in the {obs.window_s:g}s window (no traffic, or "
+                                   "speculation off): acceptance cannot be compared",
+                                   "send traffic to the deployment and run the runbook again")
         ev = dict(deployment=deployment, alpha=_r(w.alpha), acceptance_rate=_r(w.acceptance_rate), tau=_r(w.tau),
                   drafts=w.drafts, gamma=w.k, window_s=obs.window_s)
         base = self.baseline(deployment)
         b = base.labels.get(ALL) if base else None
         if b is None:
-            return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} (rate {w.acceptance_rate:.3f}, τ {w.tau:.2f}) "
-                       "- no baseline recorded to compare with",
-                       "record one while the deployment is healthy: specops monitor --once --record-baseline", **ev)]
+            raise CouldNotEvaluate(f"{deployment}: α {w.alpha:.3f} (rate {w.acceptance_rate:.3f}, τ {w.tau:.2f}), but "
+                                   "no baseline is recorded to compare it with",
+                                   "record one while the deployment is healthy: `specops monitor --once "
+                                   f"--record-baseline -d {deployment}`")
         sigmas = (b.mean - w.alpha) / max(b.std, 0.01)
         ev.update(baseline=_r(b.mean), baseline_std=_r(b.std), sigmas=_r(sigmas, 2))
         if sigmas >= DROP_SIGMAS:
@@ -127,7 +141,8 @@ class RegistrySteps:
     def _q_kv_usage(self, deployment: str) -> list[Finding]:
         obs = self.observation(deployment)
         if obs.kv_usage is None:
-            return [_f("QUERY_OK", "info", f"{deployment}: KV-cache usage not exported", deployment=deployment)]
+            raise CouldNotEvaluate(f"{deployment}: the engine exports no KV-cache usage",
+                                   "check that the engine exports vllm:kv_cache_usage_perc (stats enabled)")
         if obs.kv_usage >= KV_PRESSURE:
             return [_f("KV_PRESSURE", "warning", f"{deployment}: KV-cache usage {obs.kv_usage:.0%}",
                        "lower γ or max-num-seqs, or give the KV cache more memory", deployment=deployment,
@@ -157,15 +172,17 @@ class RegistrySteps:
 
     def _q_tpot_vs_baseline(self, deployment: str) -> list[Finding]:
         obs = self.observation(deployment)
-        runs = [r for r in self.reg.validation_runs(deployment, limit=50)
-                if (r.summary or {}).get("baseline_tpot_p50") is not None]
+        # the newest stored `specops bench` with a no-speculation baseline (its lowest concurrency)
+        base = next((c["baseline_tpot_p50_s"] for e in self.reg.events(subject=deployment, kind="bench", limit=50)
+                     for c in sorted((e.data or {}).get("comparisons") or [], key=lambda c: c.get("concurrency", 0))
+                     if c.get("baseline_tpot_p50_s")), None)
         now = obs.tpot_p50
-        if not runs or now is None:
-            return [_f("QUERY_OK", "info", f"{deployment}: TPOT p50 now {'-' if now is None else f'{now * 1000:.1f} ms'}; "
-                       "no no-speculation TPOT baseline recorded to compare with",
-                       "record one with a baseline benchmark (specops bench --baseline-endpoint)",
-                       deployment=deployment, tpot_p50=now)]
-        base = runs[0].summary["baseline_tpot_p50"]
+        if base is None or now is None:
+            raise CouldNotEvaluate(f"{deployment}: TPOT p50 now {'-' if now is None else f'{now * 1000:.1f} ms'}, "
+                                   "but no TPOT without speculation is recorded to compare with"
+                                   if now is not None else f"{deployment}: no TPOT in the window (no finished requests)",
+                                   f"record one with a baseline benchmark (`specops bench -d {deployment} "
+                                   "--baseline redeploy`, or --baseline-endpoint URL)")
         ev = dict(deployment=deployment, tpot_p50=now, baseline_tpot_p50=base)
         if now > base * 1.05:
             return [_f("SLOWER_THAN_BASELINE", "error", f"{deployment}: TPOT p50 {now * 1000:.1f} ms is above the "
@@ -181,10 +198,18 @@ class RegistrySteps:
     def lineage_check(self, deployment: str) -> list[Finding]:
         dep = self.reg.get_deployment(deployment)
         if not dep.draft_ref or not dep.target_ref:
-            return [_f("LINEAGE_OK", "info", f"{deployment}: no registered draft/target pair "
-                       f"(method {dep.method or 'none'})", deployment=deployment)]
+            if _needs_draft(dep.method):
+                raise CouldNotEvaluate(f"{deployment} runs {dep.method} but the registry records no "
+                                       f"{'draft' if not dep.draft_ref else 'target'} for it: its lineage cannot "
+                                       "be checked", _record_pair_fix(deployment))
+            return [_f("LINEAGE_OK", "info", f"{deployment}: method {dep.method or 'none'} has no draft weights "
+                       "to check", deployment=deployment)]
         report = self.reg.check_lineage(dep.target_ref, dep.draft_ref, vllm_version=dep.vllm_version or "0.33.0",
                                         method=dep.method if dep.method not in (None, "none") else None)
+        if report.verdict == "could not evaluate":
+            blind = [f for f in report.findings if not f.evaluated]
+            raise CouldNotEvaluate(f"{dep.draft_ref} on {dep.target_ref}: " + "; ".join(f.message for f in blind),
+                                   blind[0].fix)
         out = list(report.findings)
         if report.ok:
             out.append(_f("LINEAGE_OK", "info", f"{dep.draft_ref} on {dep.target_ref}: lineage check passed",
@@ -194,16 +219,22 @@ class RegistrySteps:
     def fingerprint_check(self, deployment: str) -> list[Finding]:
         dep = self.reg.get_deployment(deployment)
         if not dep.draft_ref:
-            return [_f("FINGERPRINT_OK", "info", f"{deployment}: no draft model, nothing to compare")]
+            if _needs_draft(dep.method):
+                raise CouldNotEvaluate(f"{deployment} runs {dep.method} but the registry records no draft for it: "
+                                       "what the draft was trained against cannot be compared",
+                                       _record_pair_fix(deployment))
+            return [_f("FINGERPRINT_OK", "info", f"{deployment}: method {dep.method or 'none'} has no draft weights, "
+                       "nothing to compare")]
         draft = self.reg.get_draft(dep.draft_ref)
         trained = draft.trained_against_fingerprint
         live, where = self.fps.of(dep)
         ev = dict(deployment=deployment, draft=draft.ref, trained_against=trained, trained_against_target=draft.target,
                   live_fingerprint=live, live_from=where, served_path=served_model_path(dep))
         if not trained or not live:
-            return [_f("FINGERPRINT_OK", "info", f"{deployment}: cannot compare fingerprints (trained against: "
-                       f"{trained or 'unknown'}, live: {live or 'unknown'})",
-                       "register the draft with its target so lineage records the fingerprint", **ev)]
+            raise CouldNotEvaluate(f"{deployment}: cannot compare fingerprints (trained against: "
+                                   f"{trained or 'unknown'}, live: {live or 'unknown'})",
+                                   "register the draft with its local target folder so lineage records the "
+                                   "fingerprint, and serve the target from a local folder")
         if trained == live:
             return [_f("FINGERPRINT_OK", "info", f"{deployment}: the live target ({where}) is the one {draft.ref} was "
                        f"trained against ({draft.target})", **ev)]

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from specops.engines import local
 from specops.engines.argv import render_args, speculative_config
 from specops.engines.spec import DeploymentSpec, dump_spec
-from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError
+from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError, SpecopsError
 from specops.settings import cache_dir, deployment_dir
 
 
@@ -230,10 +230,15 @@ def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, 
     if report.ok:
         notes += [f"lineage warning: {f.message}" for f in report.findings if f.severity == "warning"]
         return
-    worst = next(f for f in report.findings if f.severity == "error")
+    worst = next(f for f in report.findings if f.severity == "error" and f.evaluated) if report.verdict == "fail" \
+        else next(f for f in report.findings if not f.evaluated)
     if not force and keep_override and (prev := previous_override(reg, spec.name, tref, dref)) is not None:
         force = True
         reason = f"restart keeps the override of {prev.at.isoformat(timespec='seconds')}: {prev.reason}"
+    if not force and report.verdict == "could not evaluate":
+        raise SpecopsError(f"the lineage of {dref} on {tref} could not be checked: [{worst.code}] {worst.message}",
+                           f"{(worst.fix or 'make the folders readable').rstrip('.')}; or deploy anyway with "
+                           '--force --reason "..."')
     if not force:
         raise IncompatibleError(f"lineage check failed for {dref} on {tref}: [{worst.code}] {worst.message}",
                                 f"{(worst.fix or 'use a draft trained for this target').rstrip('.')}; or deploy "

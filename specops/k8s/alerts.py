@@ -57,8 +57,9 @@ def prometheus_rule(*, app: str, namespace: str, speculative: bool, thresholds: 
             "annotations": {
                 "summary": "Speculative acceptance rate of {{ $labels.specops_deployment }} is {{ $value | humanize }}",
                 "description": (f"Accepted/drafted tokens below {t.min_acceptance_rate} for {t.for_}: the draft "
-                                "may be stale for the target or the traffic. Run `specops measure "
-                                "{{ $labels.specops_deployment }}` and consider a lower γ or a retrain."),
+                                "may be stale for the target or the traffic. Run `specops runbook run acceptance-drop "
+                                "-d {{ $labels.specops_deployment }}` (its steps measure and name the cause) and "
+                                "consider a lower γ or a retrain."),
             },
         })
     rules.append({

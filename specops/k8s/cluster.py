@@ -44,8 +44,8 @@ def connect(api_client=None):
             return client.ApiClient()
         except Exception:
             raise InputError(f"no usable Kubernetes credentials ({exc.__class__.__name__})",
-                             "set KUBECONFIG to a kubeconfig file (or run inside a cluster), or use --dry-run "
-                             "to only render the manifests") from None
+                             "set KUBECONFIG to a kubeconfig file (or run inside a cluster); `specops deploy SPEC "
+                             "--platform kubernetes --dry-run` renders the manifests without a cluster") from None
 
 
 def server_version(api_client=None, timeout_s: float = 5) -> tuple[str, str]:

@@ -68,8 +68,41 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+def check_counters(m: Measurement) -> Measurement:
+    """Refuse counters that cannot be real before anything is derived from them: every counter a
+    finite number >= 0, accepted <= drafted tokens, drafts <= drafted tokens (<= K per draft), and no
+    position accepted more often than there were drafts. Raises MeasurementError naming the counter."""
+    where = f"{m.deployment} ({m.source}, window ending {m.window_end:%Y-%m-%d %H:%M:%S}"
+    where += f", after a reset of {', '.join(m.reset_counters)})" if m.reset_counters else ")"
+    fix = ("check what answers for the engine (its /metrics, or the Prometheus in between): these counters "
+           "cannot come from a vLLM engine")
+    values = [(c, getattr(m, c)) for c in (*SPEC_COUNTERS, "generation_tokens", "requests_finished")]
+    values += [(f"accepted_per_pos[{i}]", v) for i, v in enumerate(m.accepted_per_position)]
+    for name, v in values:
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise MeasurementError(f"{where}: {name} is {v}; a counter is a finite number >= 0", fix)
+    drafts, drafted, accepted = m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens
+
+    def above(a: float | None, b: float | None) -> bool:
+        return a is not None and b is not None and a > b * (1 + 1e-6) + 1e-6
+
+    if above(accepted, drafted):
+        raise MeasurementError(f"{where}: {accepted:g} accepted tokens but only {drafted:g} drafted", fix)
+    if above(drafts, drafted):
+        raise MeasurementError(f"{where}: {drafts:g} drafts but only {drafted:g} drafted tokens", fix)
+    k = m.num_speculative_tokens
+    if k and drafts is not None and above(drafted, drafts * k):
+        raise MeasurementError(f"{where}: {drafted:g} drafted tokens in {drafts:g} drafts of at most γ={k}", fix)
+    for i, v in enumerate(m.accepted_per_position):
+        if above(v, drafts):
+            raise MeasurementError(f"{where}: position {i} accepted {v:g} times in {drafts:g} drafts", fix)
+    return m
+
+
 def fill_rates(m: Measurement) -> Measurement:
-    """Set acceptance rate, τ, α and per-position rates from the counters already in ``m``."""
+    """Set acceptance rate, τ, α and per-position rates from the counters already in ``m`` (after
+    :func:`check_counters`: impossible counters raise, they are never clamped into a rate)."""
+    check_counters(m)
     if not m.speculation:
         m.notes.append("the engine exports no vllm:spec_decode_* counters (speculation off, or stats disabled)")
         return m

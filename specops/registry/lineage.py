@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specops.models import Finding
+from specops.models import EXIT_CODES, Finding, Outcome, verdict
 from specops.registry.schema import WEIGHTLESS_METHODS, DraftPublic, TargetPublic
 
 
@@ -40,15 +40,25 @@ class LineageReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="What was found, worst first.")
 
     @property
+    def verdict(self) -> Outcome:
+        """pass, fail, or "could not evaluate" (a folder that could not be read again, ...)."""
+        return verdict(self.findings)
+
+    @property
     def ok(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
+        return self.verdict == "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
 
     def model_dump_public(self) -> dict:
-        return {"ok": self.ok, **self.model_dump(mode="json")}
+        return {"ok": self.ok, "verdict": self.verdict, **self.model_dump(mode="json")}
 
 
-def _f(code: str, severity: str, message: str, fix: str | None = None, **evidence) -> Finding:
-    return Finding(code=code, severity=severity, message=message, fix=fix, evidence=evidence)
+def _f(code: str, severity: str, message: str, fix: str | None = None, *, evaluated: bool = True,
+       **evidence) -> Finding:
+    return Finding(code=code, severity=severity, message=message, fix=fix, evidence=evidence, evaluated=evaluated)
 
 
 def structural_findings(target: TargetPublic, draft: DraftPublic, method: str) -> list[Finding]:
@@ -112,8 +122,13 @@ def _disk_findings(target: TargetPublic, draft: DraftPublic) -> list[Finding]:
             continue
         try:
             now = inspect_artifact(art.source)["fingerprint"]
-        except Exception:  # noqa: BLE001 - an unreadable folder is reported, not fatal
-            now = None
+        except Exception as exc:  # noqa: BLE001 - an unreadable folder is reported: the pair cannot be judged
+            why = getattr(exc, "message", None) or f"{exc.__class__.__name__}: {exc}"
+            out.append(_f("FOLDER_UNREADABLE", "error", f"{kind} folder {art.source} cannot be read again ({why}); "
+                          f"whether it still holds the registered weights cannot be judged",
+                          f"repair the folder (its config.json, tokenizer and weights), or register what it now "
+                          f"holds as a new version of {art.name}", evaluated=False, folder=art.source))
+            continue
         if now and art.fingerprint and now != art.fingerprint:
             if kind == "target":
                 out.append(_f("STALE_DRAFT", "error", f"target folder {art.source} changed since {art.ref} was "

@@ -256,8 +256,12 @@ class ModelsMixin(RegistryBase):
             looks_like_hub_id,
         )
 
-        weightless = method in WEIGHTLESS_METHODS and not os.path.exists(os.path.expanduser(path_or_id)) \
-            and not looks_like_hub_id(path_or_id)
+        on_disk = os.path.exists(os.path.expanduser(path_or_id))
+        if method is None and not on_disk and path_or_id.lower() in WEIGHTLESS_METHODS:
+            raise InputError(f'"{path_or_id}" is neither a folder nor a hub id: a {path_or_id} draft has no weights',
+                             f"pass --method {path_or_id.lower()} to record it (specops lineage register-draft "
+                             f"{path_or_id} --target NAME --method {path_or_id.lower()})")
+        weightless = method in WEIGHTLESS_METHODS and not on_disk and not looks_like_hub_id(path_or_id)
         facts = ({"source": path_or_id, "source_kind": "none", "facts": {}} if weightless
                  else inspect_artifact(str(path_or_id)))
         method = method or infer_method(facts)

@@ -29,7 +29,7 @@ NEEDED: dict[tuple[str, str], dict[str, str]] = {
         "patch": "restart probe (pod-template annotation) and disable-speculation / retune γ redeploys",
     },
     ("batch", "jobs"): {
-        "create": "open a retraining job (specops retrain --runner job)",
+        "create": "open a retraining job (specops.retrain.job)",
         "get": "follow a retraining job it opened",
         "list": "see whether a retraining job for a deployment is already running (idempotent actions)",
     },

@@ -45,8 +45,8 @@ def run_steps(pipe: Pipeline, work_dir: str | Path, env: dict[str, str] | None =
                                     check=False).returncode
             except FileNotFoundError:
                 raise EngineError(f"step {i} could not start: {argv[0]} is not installed here",
-                                  "install the trainer (see docs/retrain.md), or render a Kubernetes Job with "
-                                  "--runner job") from None
+                                  "install the trainer (see docs/retrain.md), or run the pipeline as a "
+                                  "Kubernetes Job (specops.retrain.job.render_job, docs/retrain.md)") from None
         if rc != 0:
             raise EngineError(f"step {i} ({' '.join(argv[:3])} ...) exited with {rc}; see {log}",
                               "read the log; these steps need a GPU host with the trainer installed")

@@ -123,3 +123,18 @@ def test_tree_shows_deployments_with_their_status(cli, folders):
                                       draft_ref="draft@v1", method="draft_model")
     out = _ok(cli("lineage", "tree")).stdout
     assert "deployment svc [running]" in out
+
+
+def test_a_target_whose_config_became_unreadable_cannot_be_judged_exit_2(cli, folders):
+    _ok(cli("lineage", "register-target", str(folders["t1"]), "--name", "tiny"))
+    _ok(cli("lineage", "register-draft", str(folders["draft"]), "--target", "tiny"))
+    assert _ok(cli("lineage", "check", "--target", "tiny", "--draft", "draft")).returncode == 0
+    (folders["t1"] / "config.json").write_text("{")
+    r = cli("lineage", "check", "--target", "tiny", "--draft", "draft", "--output", "json")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    report = json.loads(r.stdout)
+    assert report["ok"] is False and report["verdict"] == "could not evaluate"
+    unreadable = next(f for f in report["findings"] if f["code"] == "FOLDER_UNREADABLE")
+    assert unreadable["evaluated"] is False and str(folders["t1"]) in unreadable["message"]
+    table = cli("lineage", "check", "--target", "tiny", "--draft", "draft")
+    assert table.returncode == 2 and "COULD NOT EVALUATE" in table.stdout and "compatible" not in table.stdout

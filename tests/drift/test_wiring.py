@@ -218,3 +218,25 @@ def test_restart_probes_are_refused_unless_the_deployment_opted_in(reg, tmp_path
     assert w.monitor.runner.restart_allowed == {"chat": False}
     make_fleet(reg, tmp_path / "b", engine.url, name="probe-ok", labels={"restart_allowed": "true"})
     assert _watcher(reg)[0].monitor.runner.restart_allowed["probe-ok"] is True
+
+
+def test_without_a_baseline_the_acceptance_step_cannot_evaluate_until_its_fix_is_followed(reg, tmp_path, engine,
+                                                                                            cli):
+    """The runbook's fix for a missing baseline is run as a user would, through the real CLI."""
+    import re
+    import shlex
+
+    make_fleet(reg, tmp_path, engine.url)
+    engine.advance(500, 0.7)
+    r = run_runbook_on(reg, "acceptance-drop", "chat")
+    now = {s.id: s for s in r.steps}["now"]
+    assert now.status == "error" and "no baseline is recorded" in now.detail and r.exit_code == 2
+    assert r.verdict == "could not evaluate" and not any(f.code == "QUERY_OK" for f in now.findings)
+    fix = re.search(r"`(specops [^`]+)`", now.detail).group(1)
+    for _ in range(3):  # "while the deployment is healthy": the cron job runs it every few minutes
+        engine.advance(500, 0.7)
+        done = cli(*shlex.split(fix)[1:])
+        assert done.returncode == 0, done.stderr
+    engine.advance(500, 0.7)
+    again = run_runbook_on(reg, "acceptance-drop", "chat")
+    assert {s.id: s for s in again.steps}["now"].status == "ran" and again.exit_code == 0, again.steps

@@ -98,3 +98,27 @@ def test_a_restart_keeps_an_override_recorded_for_the_same_pair_only(tiny_models
                                version="2")[0]
     with pytest.raises(IncompatibleError):  # another draft version: the override does not cover it
         lineage_gate(reg, spec, t, other, "0.32.0", force=False, reason=None, notes=[], keep_override=True)
+
+
+def test_a_pair_that_cannot_be_judged_is_refused_with_exit_2_not_deployed(tiny_models, tmp_path):
+    """A target folder whose config.json broke after registration: not "incompatible" (exit 1), not a
+    pass: "could not evaluate" (exit 2), and --force --reason still overrides it."""
+    import shutil
+
+    target = tmp_path / "target-v1"
+    shutil.copytree(tiny_models["target-v1"], target)
+    reg = open_registry()
+    reg.register_target(str(target))
+    reg.register_draft(str(tiny_models["draft-v1"]), target="target-v1", method="draft_model")
+    spec = DeploymentSpec.model_validate({
+        "name": "gate", "target": {"model": str(target)}, "draft": {"model": str(tiny_models["draft-v1"])},
+        "speculative": {"method": "draft_model", "num_speculative_tokens": 3}})
+    t, d = _ensure(reg, spec, [])
+    (target / "config.json").write_text("{")
+    with pytest.raises(Exception) as exc:
+        lineage_gate(reg, spec, t, d, "0.32.0", force=False, reason=None, notes=[])
+    assert not isinstance(exc.value, IncompatibleError) and exc.value.exit_code == 2
+    assert "could not be checked" in exc.value.one_line() and "FOLDER_UNREADABLE" in exc.value.one_line()
+    notes: list[str] = []
+    lineage_gate(reg, spec, t, d, "0.32.0", force=True, reason="folder being repaired", notes=notes)
+    assert any("overridden" in n for n in notes)

@@ -77,12 +77,12 @@ def test_real_engine_restart_between_scrapes_is_flagged_not_negative():
     assert any("counter reset" in n for n in m.notes)
 
 
-def test_counter_going_down_is_a_reset_using_post_reset_values():
+def test_a_lone_counter_going_down_leaves_counters_that_cannot_be_real_and_is_refused():
+    """A restart resets every counter; one going back alone gives 10 drafts of 0 drafted tokens."""
     bigger = NGRAM.replace('vllm:spec_decode_num_drafts_total{engine="0",model_name="tiny"} 10.0',
                            'vllm:spec_decode_num_drafts_total{engine="0",model_name="tiny"} 50.0')
-    m = delta(snap(bigger), snap(NGRAM, 5), "tiny")
-    assert m.counter_reset and "num_drafts" in m.reset_counters
-    assert m.num_drafts == 10  # the post-restart value, not a negative delta
+    with pytest.raises(MeasurementError, match=r"after a reset of num_drafts\): 10 drafts but only 0 drafted"):
+        delta(snap(bigger), snap(NGRAM, 5), "tiny")
 
 
 def test_engine_without_spec_counters_reports_no_speculation_and_no_rates():
@@ -161,3 +161,22 @@ def test_parser_sums_engines_and_positions_for_any_labels_and_values(models, k):
     for name, per_engine in models.items():
         assert groups[name].num_drafts == sum(per_engine)
         assert sorted(groups[name].accepted_per_pos) == list(range(k))
+
+
+@pytest.mark.parametrize("counters, words", [
+    ({"num_drafts": 10.0, "num_draft_tokens": 30.0, "num_accepted_tokens": 31.0}, "31 accepted tokens but only 30"),
+    ({"num_drafts": 10.0, "num_draft_tokens": 30.0, "num_accepted_tokens": -3.0}, "finite number >= 0"),
+    ({"num_drafts": 10.0, "num_draft_tokens": math.inf, "num_accepted_tokens": 3.0}, "finite number >= 0"),
+    ({"num_drafts": 10.0, "num_draft_tokens": math.nan, "num_accepted_tokens": 3.0}, "finite number >= 0"),
+    ({"num_drafts": 40.0, "num_draft_tokens": 30.0, "num_accepted_tokens": 3.0}, "40 drafts but only 30"),
+    ({"num_drafts": 10.0, "num_draft_tokens": 30.0, "num_accepted_tokens": 12.0,
+      "accepted_per_position": [100.0, 1.0, 1.0]}, "position 0 accepted 100 times in 10 drafts"),
+])
+def test_counters_from_prometheus_that_cannot_be_real_are_refused_not_clamped(counters, words):
+    from specops.metrics.derive import fill_rates
+    from specops.metrics.types import Measurement
+
+    m = Measurement(deployment="d", source="prometheus", window_start=T0, window_end=T0 + timedelta(minutes=5),
+                    speculation=True, num_speculative_tokens=3, **counters)
+    with pytest.raises(MeasurementError, match=words):
+        fill_rates(m)
