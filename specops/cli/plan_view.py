@@ -21,6 +21,10 @@ def print_plan(plan) -> None:
     out.print(f"predicted: {p.speedup:.2f}x, TPOT {p.tpot_ms:.1f} ms (baseline {p.baseline_tpot_ms:.1f}), "
               f"{p.throughput_tok_s:.0f} tok/s, τ {p.mean_acceptance_length:.2f}, accepted/drafted "
               f"{p.acceptance_rate:.2f}, TTFT {p.ttft_ms:.0f} ms (baseline {p.baseline_ttft_ms:.0f})")
+    if p.speedup_low is not None:
+        out.print(f"range: {p.speedup_low:.2f}x-{p.speedup_high:.2f}x ({p.evidence})")
+    elif p.evidence:
+        out.print(f"evidence: {p.evidence}")
     out.print(f"acceptance prior: {p.acceptance_prior_source}")
     for note in plan.learned_from:
         out.print(f"learned from {note}")
@@ -31,9 +35,10 @@ def print_plan(plan) -> None:
         path.add_row(s.rule, s.input, s.outcome)
     out.print(path)
     if plan.alternatives:
-        alt = Table("method", "γ", "KV", "speedup", "TPOT ms", "tok/s", title="alternatives")
+        alt = Table("method", "γ", "KV", "speedup", "range", "TPOT ms", "tok/s", title="alternatives")
         for a in plan.alternatives:
-            alt.add_row(a.method, str(a.num_speculative_tokens or "-"), a.kv_cache_dtype, f"{a.speedup:.2f}",
+            rng = f"{a.speedup_low:.2f}-{a.speedup_high:.2f}" if a.speedup_low is not None else "-"
+            alt.add_row(a.method, str(a.num_speculative_tokens or "-"), a.kv_cache_dtype, f"{a.speedup:.2f}", rng,
                         f"{a.tpot_ms:.1f}", f"{a.throughput_tok_s:.0f}")
         out.print(alt)
     for w in plan.warnings:

@@ -41,6 +41,8 @@ def recommend_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
                                "YAML for `specops deploy`)."),
     name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
+    allow_uncertain: bool = typer.Option(False, "--allow-uncertain", help="Speculate even when the lower end of "
+                                         "the predicted speedup's range (from similar published rows) is below 1."),
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
 ) -> None:
@@ -52,7 +54,7 @@ def recommend_command(
                             tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
                             temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                             objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
-                            draft=draft)
+                            draft=draft, allow_uncertain=allow_uncertain or None)
     plan = recommend_with_defaults(request, calibration=calibration)
     if fmt == "deployment":
         typer.echo(deployment_yaml(plan, name), nl=False)

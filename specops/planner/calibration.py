@@ -101,6 +101,8 @@ class PublishedRow:
     temperature_stated: bool
     batch: int
     hardware: str
+    batch_known: bool
+    engine: str                   # vllm | sglang | tensorrt-llm | hf | other (ENGINES)
     tau: float | None
     acceptance_rate: float | None
     rate_is_alpha: bool
@@ -139,6 +141,12 @@ def _num(text: str) -> float | None:
 
 def _method(text: str) -> tuple[str | None, str | None]:
     t = text.lower()
+    if t.startswith("mtp") or "(native" in t and "mtp" in t:
+        return "mtp", None  # MTP heads, also when an engine runs them through its EAGLE code path
+    if t.startswith("suffix"):
+        return "suffix", None
+    if "self-speculation" in t:
+        return None, None  # a sparse-KV copy of the target drafts (MagicDec): no vLLM equivalent
     if "eagle-3.1" in t or "eagle3.1" in t:
         return "eagle3", "3.1"
     if "eagle-3" in t or "eagle3" in t:
@@ -171,12 +179,21 @@ def _structure(text: str, method: str | None) -> tuple[str, int | None, int | No
     t = text.lower()
     if "tree" in t and "no tree" not in t:
         depth = re.search(r"depth (\d+)", t)
-        tokens = re.search(r"(\d+) draft tokens", t) or re.search(r"tree k=(\d+)", t)
+        tokens = (re.search(r"(\d+) draft tokens", t) or re.search(r"tree k=(\d+)", t)
+                  or re.search(r"num[_-]draft(?:[_-]tokens)?[ =]?(\d+)", t))
         n_tok = int(tokens.group(1)) if tokens else None
         if "static tree" in t:  # EAGLE App. A.1: 5 draft forward passes, ~26-node tree
             return "tree", 5, 26
         return "tree", int(depth.group(1)) if depth else 4, n_tok or 60
-    for pat in (r"(?:gamma|k|num_spec(?:ulative)?_tokens|mtp)\s*=\s*(\d+)", r"max length (\d+)", r"(\d+) extra token"):
+    if "topk" in t and not re.search(r"topk[ =]1\b", t) and ("num_draft" in t or "num-draft" in t):
+        tokens = re.search(r"num[_-]draft(?:[_-]tokens)?[ =]?(\d+)", t)
+        depth = re.search(r"(?:num-)?steps[ =](\d+)", t)
+        return "tree", int(depth.group(1)) if depth else 4, int(tokens.group(1)) if tokens else 60
+    for pat in (r"(?:gamma|k|num_spec(?:ulative)?_tokens|mtp|nextn|n_draft|v)\s*=\s*(\d+)", r"max length (\d+)",
+                r"(\d+) extra token", r"(\d+) speculative tokens", r"(\d+)-token", r"--spec-draft-n-max (\d+)",
+                r"--draft-max (\d+)", r"--draft-block-size (\d+)", r"(?:num-)?steps (\d+)",
+                r"mtp_num_draft_tokens default (\d+)", r"length (\d+)", r"^depth (\d+)",
+                r"num_speculative_tokens (\d+)"):
         m = re.search(pat, t)
         if m:
             return "chain", int(m.group(1)), None
@@ -191,6 +208,29 @@ def _batch(text: str) -> int:
     t = (text or "").lower()
     m = re.search(r"(?:concurrency=|c=)?(\d+)", t)
     return int(m.group(1)) if m and not t.startswith(("not", "offline")) else 1
+
+
+def _batch_known(text: str) -> bool:
+    """Whether the row states its batch/concurrency as one number (not a rate, a sweep or nothing)."""
+    t = (text or "").strip().lower()
+    return bool(re.match(r"(?:concurrency=|c=|bs=)?\d+\b", t)) and not any(k in t for k in ("qps", "sweep", "up to"))
+
+
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "hf", "other")
+
+
+def engine_of(source: str, hardware: str, notes: str) -> str:
+    """The harness that measured a row: notes' ``engine=X`` when stated, else read from the source."""
+    m = re.search(r"engine\s*=\s*([a-z.-]+)", notes.lower())
+    if m and m.group(1).rstrip(".;,") in ENGINES:
+        return m.group(1).rstrip(".;,")
+    text = f"{source} {hardware} {notes}".lower()
+    for key, engine in (("sglang", "sglang"), ("tensorrt", "tensorrt-llm"), ("trt-llm", "tensorrt-llm"),
+                        ("vllm", "vllm"), ("llama.cpp", "other"), ("mlx", "other"), ("t5x", "other"),
+                        ("tpu", "other")):
+        if key in text:
+            return engine
+    return "hf"  # papers and Spec-Bench: the HF-transformers harness
 
 
 def _draft_size(text: str) -> float | None:
@@ -211,7 +251,9 @@ def parse_row(row: dict) -> PublishedRow:
         source=row["source"], location=row["location"], target=row["target_model"],
         params_b=_num(row.get("params_b", "")), method=method, generation=gen, structure=structure,
         gamma=gamma, tree_tokens=tree_tokens, task=_task(row["task"]), temperature=temp or 0.0,
-        temperature_stated=temp is not None, batch=_batch(row.get("batch_size", "")), hardware=row.get("hardware", ""),
+        temperature_stated=temp is not None, batch=_batch(row.get("batch_size", "")),
+        batch_known=_batch_known(row.get("batch_size", "")), engine=engine_of(row["source"], row.get("hardware", ""), notes),
+        hardware=row.get("hardware", ""),
         tau=_num(row.get("tau", "")), acceptance_rate=_num(row.get("acceptance_rate", "")),
         rate_is_alpha=rate_is_alpha, speedup=_num(row.get("speedup", "")),
         draft_params_b=_draft_size(f"{row['method']} {row['gamma_or_tree']}") if method == "draft_model" else None,
@@ -219,12 +261,20 @@ def parse_row(row: dict) -> PublishedRow:
     )
 
 
+DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv")
+"""The published measurements in playbooks/data, in the order they were gathered (same columns)."""
+
+
 def load_published(path: str | Path | None = None) -> list[PublishedRow]:
+    """Rows of one CSV file, or of every file in DATA_FILES."""
     from specops.playbooks import playbook_path
 
-    p = Path(path) if path else playbook_path("data", "published_speculative_decoding.csv")
-    with open(p, newline="", encoding="utf-8") as f:
-        return [parse_row(r) for r in csv.DictReader(f)]
+    paths = [Path(path)] if path else [playbook_path("data", name) for name in DATA_FILES]
+    out: list[PublishedRow] = []
+    for p in paths:
+        with open(p, newline="", encoding="utf-8") as f:
+            out += [parse_row(r) for r in csv.DictReader(f)]
+    return out
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,8 @@ class Context:
     schedule: list[tuple[int, int, int]] | None = None
     measured: MeasuredModel | None = None  # a fitted model from `specops tune`: ranks what it measured
     hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
+    residuals: tuple | None = None  # cross-validated residuals of published rows (None: the shipped ones)
+    evidence: object | None = None  # the chosen candidate's Evidence (specops.planner.evidence)
 
     @property
     def version(self):
@@ -362,8 +364,50 @@ def _build_schedule(ctx: Context) -> None:
     ctx.schedule = schedule
 
 
+def evidence_for(ctx: Context, e: Evaluation):
+    """The range of ``e``'s speedup from similar published rows (None for no speculation, or when a
+    measured model, not the roofline, predicted it)."""
+    if e.method == "none" or (ctx.measured is not None and e.method in ctx.measured.drafts()):
+        return None
+    from specops.planner.evidence import interval
+
+    return interval(e.speedup, method=e.method, batch=e.effective_batch, gpu=ctx.gpu.name, moe=ctx.model.is_moe,
+                    residuals=ctx.residuals)
+
+
+def check_evidence(ctx: Context, rule: Rule) -> DecisionStep:
+    """Speculate only where the evidence says it pays: the lower end of the chosen candidate's range
+    must be >= 1, unless the request allows uncertain gains or pinned the method."""
+    req, chosen = ctx.request, ctx.chosen
+    assert chosen is not None
+    ev = evidence_for(ctx, chosen)
+    ctx.evidence = ev
+    if ev is None:
+        why = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
+        return DecisionStep(rule=rule.id, input=f"{chosen.method}", outcome=why)
+    inp = f"{chosen.method} γ={chosen.gamma}: {chosen.speedup:.2f}x, range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x"
+    if not ev.near:
+        ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
+                 f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
+                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it")
+    if ev.speedup_low >= 1.0:
+        return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {chosen.method}: the range's lower end is >= 1 "
+                            f"({ev.line()})")
+    if req.method or req.allow_uncertain:
+        why = "--method pins it" if req.method else "--allow-uncertain"
+        ctx.warn(f"{chosen.method} may be slower than no speculation: its range reaches {ev.speedup_low:.2f}x "
+                 f"({ev.line()}); kept because {why}")
+        return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {chosen.method} ({why}) although the range's "
+                            f"lower end {ev.speedup_low:.2f}x is below 1")
+    ctx.chosen = next(e for e in ctx.table_rows if e.method == "none")
+    ctx.schedule = None
+    ctx.evidence = None
+    return DecisionStep(rule=rule.id, input=inp, outcome=f"no speculation: the range's lower end {ev.speedup_low:.2f}x "
+                        f"is below 1 ({ev.line()}); pass --allow-uncertain to speculate anyway")
+
+
 CHECKS = {"vllm_capabilities": check_vllm_capabilities, "drafts": check_drafts, "kv_cache": check_kv_cache,
-          "cost_model": check_cost_model}
+          "cost_model": check_cost_model, "evidence": check_evidence}
 
 
 def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
@@ -387,7 +431,8 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
 
 def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, priors: Priors | None = None,
               calibration: EngineProfile | None = None, tree: DecisionTree | None = None,
-              capabilities: CapabilityTable | None = None, measured: MeasuredModel | None = None):
+              capabilities: CapabilityTable | None = None, measured: MeasuredModel | None = None,
+              residuals: tuple | None = None):
     """The Plan for one request. Defaults: the shipped catalogs, published priors, vLLM profile, tree.
 
     ``measured`` (a model fitted by ``specops tune``) replaces the roofline's speed for the
@@ -398,6 +443,7 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
     priors = priors or default_priors()
     profile = calibration or VLLM_PROFILE
     model, gpu, setup = resolve(request, catalogs, profile)
-    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured)
+    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured,
+                  residuals=residuals)
     steps = run_tree(ctx, tree or load_tree())
     return build_plan(ctx, steps)

@@ -39,6 +39,12 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
     )
 
 
+def _no_range(ctx: Context, e: Evaluation) -> str:
+    if e.method == "none":
+        return "no speculation: the baseline itself (speedup 1 by definition)"
+    return f"{ctx.measured.label}: measured on this hardware (no published range applies)"
+
+
 def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
     best: dict[tuple[str, str], Evaluation] = {}
     score = (lambda e: e.throughput_tok_s) if ctx.request.objective == "throughput" else (lambda e: e.speedup)
@@ -48,10 +54,17 @@ def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
             continue
         if key not in best or score(e) > score(best[key]):
             best[key] = e
+    from specops.planner.recommend import evidence_for
+
     rows = sorted(best.values(), key=score, reverse=True)[:6]
-    return [Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
-                        draft=e.draft.id if e.draft else None, speedup=_r(e.speedup), tpot_ms=_r(e.tpot_ms),
-                        throughput_tok_s=_r(e.throughput_tok_s, 1), fits=e.fits) for e in rows]
+    out = []
+    for e in rows:
+        ev = evidence_for(ctx, e)
+        out.append(Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
+                               draft=e.draft.id if e.draft else None, speedup=_r(e.speedup),
+                               speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
+                               tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1), fits=e.fits))
+    return out
 
 
 def _warnings(ctx: Context, e: Evaluation) -> None:
@@ -96,6 +109,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     sc = speculative_config(cfg, ctx.table)
     mem = e.memory
     kv_gib = mem.kv_gib(req.batch_size)
+    ev = ctx.evidence if e.method != "none" else None
     predicted = Predicted(
         acceptance_rate=_r(e.acceptance_rate, 3), alpha=_r(e.alpha0, 3), mean_acceptance_length=_r(e.tau),
         speedup=_r(e.speedup), tpot_ms=_r(e.tpot_ms), baseline_tpot_ms=_r(e.baseline_tpot_ms),
@@ -104,6 +118,8 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         num_speculative_tokens_at_batch=e.gamma if method != "none" else 0,
         meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
         acceptance_prior_source=e.prior_source,
+        speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
+        evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
     )
     memory = Memory(weights_gib=_r(mem.weights_gib), draft_gib=_r(mem.draft_gib), kv_cache_gib=_r(kv_gib),
                     total_gib=_r(mem.weights_gib + mem.draft_gib + kv_gib), available_gib=_r(mem.available_gib),

@@ -73,7 +73,7 @@ class Rule(_Strict):
     description: str = Field(description="What the rule looks at.")
     source: str = Field(description="Where the rule comes from.")
     branches: list[Branch] | None = Field(None, description="Data branches (first match wins).")
-    check: Literal["vllm_capabilities", "drafts", "kv_cache", "cost_model"] | None = Field(
+    check: Literal["vllm_capabilities", "drafts", "kv_cache", "cost_model", "evidence"] | None = Field(
         None, description="Pipeline step run at this point.")
     bug_guards: list[BugGuard] = Field(default_factory=list, description="Known-bug guards (vllm_capabilities).")
 

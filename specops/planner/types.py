@@ -150,6 +150,8 @@ class RecommendRequest(_Strict):
     method: Method | None = Field(None, description="Pin a method (what-if).")
     num_speculative_tokens: int | None = Field(None, ge=1, le=16, description="Pin γ (1-16).")
     draft: str | None = Field(None, description="Pin a draft (hub id or folder).")
+    allow_uncertain: bool = Field(False, description="Speculate even when the lower end of the predicted "
+                                  "speedup's range is below 1 (default: no speculation then).")
 
 
 class DecisionStep(_Strict):
@@ -177,6 +179,11 @@ class Predicted(_Strict):
     num_speculative_tokens_at_batch: int = Field(description="γ in effect at the request's batch (schedule applied).")
     meets_tpot_target: bool | None = Field(None, description="Whether tpot_ms meets --tpot-ms (null: no target).")
     acceptance_prior_source: str = Field(description="Where α came from: a published row, or 'measured: N samples'.")
+    speedup_low: float | None = Field(None, description="Lower end of the speedup's range, from the cross-validated "
+                                      "residuals of similar published rows (null: no speculation, or a measured model).")
+    speedup_high: float | None = Field(None, description="Upper end of that range.")
+    evidence: str = Field("", description="Where the speedup and its range come from, and how near the evidence is.")
+    evidence_near: bool | None = Field(None, description="False: no published row is near this configuration.")
 
 
 class Memory(_Strict):
@@ -199,6 +206,8 @@ class Alternative(_Strict):
     kv_cache_dtype: str
     draft: str | None
     speedup: float
+    speedup_low: float | None = None
+    speedup_high: float | None = None
     tpot_ms: float
     throughput_tok_s: float
     fits: bool

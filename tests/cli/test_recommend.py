@@ -12,7 +12,10 @@ def test_json_output_has_the_contract_keys_and_the_exact_argv(cli):
     assert data["method"] == "eagle3"
     assert data["vllm"]["argv"][:2] == ["vllm", "serve"]
     assert data["predicted"]["speedup"] > 1
-    assert [s["rule"] for s in data["decision_path"]][-1] == "cost_model"
+    assert [s["rule"] for s in data["decision_path"]][-2:] == ["cost_model", "evidence"]
+    p = data["predicted"]
+    assert p["speedup_low"] < p["speedup"] < p["speedup_high"] and p["evidence_near"] is True
+    assert "published rows" in p["evidence"]
 
 
 def test_all_contract_flags_are_accepted(cli):
