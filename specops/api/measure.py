@@ -243,14 +243,20 @@ def check_registry() -> DoctorCheck:
         msg = exc.one_line() if hasattr(exc, "one_line") else f"{exc.__class__.__name__}"
         return DoctorCheck(name="registry", status="problem", detail=f"cannot open {shown}: {msg}",
                            fix="check SPECOPS_DB / SPECOPS_HOME and that the database is reachable")
-    pending, done = _pending_migrations(reg)
+    try:
+        pending, done = _pending_migrations(reg)
+    except Exception as exc:  # noqa: BLE001 - a truncated, random, unreadable or directory file is the finding
+        msg = exc.one_line() if hasattr(exc, "one_line") else f"{exc.__class__.__name__}: {str(exc)[:160]}"
+        return DoctorCheck(name="registry", status="problem", detail=f"{shown} cannot be read: {msg}",
+                           fix="restore the database from a backup (`specops lineage import FILE` into a new "
+                               "SPECOPS_DB), or point SPECOPS_DB / SPECOPS_HOME at the right one")
     if pending and not done:
         return DoctorCheck(name="registry", status="info",
                            detail=f"{shown} reachable; empty (created on first use)")
     if pending:
         return DoctorCheck(name="registry", status="problem",
                            detail=f"{shown}: {len(pending)} migration(s) not applied ({', '.join(pending)})",
-                           fix="run any specops command that opens the registry with write access")
+                           fix="`specops lineage list` applies them (any command that opens the registry does)")
     return DoctorCheck(name="registry", status="ok", detail=f"{shown} reachable, migrations applied")
 
 

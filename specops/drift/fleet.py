@@ -124,11 +124,14 @@ def speculating(dep) -> bool:
 
 
 def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | None = None,
-                  names: list[str] | None = None) -> tuple[list[WatchTarget], dict]:
-    """WatchTargets for the registered deployments that speculate (or ``names``), and their rows."""
+                  names: list[str] | None = None, skipped: dict[str, str] | None = None
+                  ) -> tuple[list[WatchTarget], dict]:
+    """WatchTargets for the registered deployments that speculate (or ``names``), and their rows. A
+    row that cannot be watched goes into ``skipped`` (name -> why) instead."""
     floors = floors or Floors(None, None)
     store = store or HistoryStore(reg)
     rows = reg.list_deployments()
+    skipped = {} if skipped is None else skipped
     if names is not None and (missing := sorted(set(names) - {d.name for d in rows})):
         from specops.errors import unknown
 
@@ -147,9 +150,16 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
     for name, d in sorted(deps.items()):
         draft = drafts.get(d.draft_ref) if d.draft_ref else None
         gamma = d.num_speculative_tokens or 0
-        targets.append(WatchTarget(
-            name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),
-            alpha_floor=floors.alpha_floor, break_even_alpha=floors.break_even(gamma),
-            trained_against=draft.trained_against_fingerprint if draft is not None else None,
-            restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE))
+        try:
+            targets.append(WatchTarget(
+                name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),
+                alpha_floor=floors.alpha_floor, break_even_alpha=floors.break_even(gamma),
+                trained_against=draft.trained_against_fingerprint if draft is not None else None,
+                restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE))
+        except Exception as exc:  # noqa: BLE001 - one bad row is reported and skipped, never fatal for the fleet
+            msg = getattr(exc, "message", None) or str(exc).splitlines()[0][:200]
+            skipped[name] = (f"its registry row cannot be watched ({msg}); fix it with `specops deployment "
+                             f"register {name} --endpoint URL ...` or `specops deployment remove {name}`")
+    for name in skipped:
+        deps.pop(name, None)
     return targets, deps

@@ -57,8 +57,9 @@ class Watcher:
             policy = policy.model_copy(update={"dry_run": True})
         self.store = HistoryStore(reg)
         self.fps = LiveFingerprints()
+        self.skipped: dict[str, str] = {}
         targets, self.rows = watch_targets(reg, floors=profile_floors(options.profile), store=self.store,
-                                           names=options.deployments)
+                                           names=options.deployments, skipped=self.skipped)
         if reader is None and options.prometheus_url:
             from specops.metrics.prometheus import PrometheusReader
 
@@ -91,6 +92,10 @@ class Watcher:
     def cycle(self, *, wait_store: bool = True) -> CycleReport:
         """One cycle; with ``wait_store`` (the default) its windows are in the registry on return."""
         report = self.monitor.run_cycle()
+        if self.skipped:  # rows that could not be watched are unseen, named with why (exit 2 for --once)
+            report.unseen.update(self.skipped)
+            if report.outcome == "ok":
+                report.outcome = "partial"
         if wait_store or self.options.record_baseline:
             report.notes += [f"windows not stored: {e}" for e in self.recording.flush()]
         if self.options.record_baseline and report.leader and report.outcome in ("ok", "partial"):

@@ -163,6 +163,7 @@ def delta(before: Snapshot, after: Snapshot, group: str) -> Measurement:
     m.requests_finished = _delta("request_success", b.request_success, a.request_success, resets)
     _tpot(m, b, a, resets)
     m.kv_cache_usage, m.requests_running, m.requests_waiting = a.kv_cache_usage, a.requests_running, a.requests_waiting
+    m.notes += after.notes
     if resets:
         m.counter_reset = True
         m.reset_counters = sorted(set(resets))

@@ -29,6 +29,7 @@ _SUMMED = {
 PER_POS = "spec_decode_num_accepted_tokens_per_pos_total"
 TPOT_BUCKET = "request_time_per_output_token_seconds_bucket"
 KV_USAGE = "kv_cache_usage_perc"
+MAX_POSITIONS = 64  # vLLM drafts at most a few dozen tokens per step; beyond this a position label is not real
 
 
 def _short_name(name: str) -> str | None:
@@ -59,10 +60,14 @@ def parse_metrics_text(text: str, source: str = "", taken_at: datetime | None = 
         first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise MeasurementError(f"{source or 'the metrics text'} is not Prometheus text format ({first[:120]})",
                                "point --endpoint at a vLLM server (its /metrics page)") from None
+    notes: list[str] = []
     for family in families:
         for sample in family.samples:
             if sample.name == "process_start_time_seconds" and process_start is None:
-                process_start = datetime.fromtimestamp(float(sample.value), tz=timezone.utc)
+                try:
+                    process_start = datetime.fromtimestamp(float(sample.value), tz=timezone.utc)
+                except (OverflowError, OSError, ValueError):
+                    _note(notes, f"process_start_time_seconds {sample.value} is not a time: ignored")
             short = _short_name(sample.name)
             if short is None or sample.name.endswith("_created"):
                 continue
@@ -76,20 +81,41 @@ def parse_metrics_text(text: str, source: str = "", taken_at: datetime | None = 
             g = groups.get(group)
             if g is None:
                 g = groups[group] = GroupValues(group=group, group_label=label)
-            _add(g, short, sample.labels, value)
+            _add(g, short, sample.labels, value, notes)
     return Snapshot(source=source, taken_at=taken_at, groups=groups, vllm_series=count,
-                    process_start=process_start)
+                    process_start=process_start, notes=notes)
 
 
-def _add(g: GroupValues, short: str, labels: dict[str, str], value: float) -> None:
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes and len(notes) < 20:
+        notes.append(text)
+
+
+def position(text: str) -> int | None:
+    """A per-position label as a draft position 0..MAX_POSITIONS-1, else None (not a real position)."""
+    try:
+        pos = int(text)
+    except (TypeError, ValueError):
+        return None
+    return pos if 0 <= pos < MAX_POSITIONS else None
+
+
+def _add(g: GroupValues, short: str, labels: dict[str, str], value: float, notes: list[str]) -> None:
     field = _SUMMED.get(short)
     if field is not None:
         setattr(g, field, (getattr(g, field) or 0.0) + value)
     elif short == PER_POS and "position" in labels:
-        pos = int(labels["position"])
+        pos = position(labels["position"])
+        if pos is None:
+            _note(notes, f'position="{labels["position"][:20]}" is not a draft position (0-{MAX_POSITIONS - 1}): ignored')
+            return
         g.accepted_per_pos[pos] = g.accepted_per_pos.get(pos, 0.0) + value
     elif short == TPOT_BUCKET and "le" in labels:
-        le = float(labels["le"])  # "+Inf" parses to inf
+        try:
+            le = float(labels["le"])  # "+Inf" parses to inf
+        except ValueError:
+            _note(notes, f'le="{labels["le"][:20]}" is not a bucket bound: ignored')
+            return
         g.tpot_buckets[le] = g.tpot_buckets.get(le, 0.0) + value
     elif short == KV_USAGE:
         g.kv_cache_usage = value if g.kv_cache_usage is None else max(g.kv_cache_usage, value)

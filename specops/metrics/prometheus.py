@@ -81,9 +81,16 @@ class PrometheusReader:
     """PromQL reads for all deployments at once."""
 
     def __init__(self, url: str, token: str | None = None, verify: bool | str = True, timeout: float = 10.0):
+        from urllib.parse import urlsplit
+
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
+        parts = urlsplit(url)
+        if parts.username or parts.password:  # it would be echoed in errors, reports and the registry
+            raise InputError("the Prometheus URL contains credentials",
+                             "remove them from the URL and put a bearer token in SPECOPS_PROMETHEUS_TOKEN "
+                             "(or the file named by prometheus_token_file)")
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self._conn = PrometheusConnect(url=self.url, headers=headers, disable_ssl=verify is False,
@@ -101,7 +108,10 @@ class PrometheusReader:
 
         params = {"time": f"{at.timestamp():.3f}"} if at else None
         try:
-            return self._conn.custom_query(promql, params=params)
+            result = self._conn.custom_query(promql, params=params)
+            if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
+                raise ValueError("result is not a list of series")
+            return result
         except requests.exceptions.SSLError:
             raise MeasurementError(f"TLS verification failed for Prometheus at {self.url}",
                                    "set prometheus_ca_file to its CA bundle (or prometheus_insecure: true "
@@ -114,8 +124,9 @@ class PrometheusReader:
             hint = ("check SPECOPS_PROMETHEUS_TOKEN / the token file" if "401" in status or "403" in status
                     else "check the Prometheus version (2.x or later) and the URL")
             raise MeasurementError(f"Prometheus at {self.url} refused the query ({status})", hint) from None
-        except ValueError:
-            raise MeasurementError(f"{self.url} did not answer like a Prometheus API",
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise MeasurementError(f"{self.url} did not answer like a Prometheus API (a malformed or error "
+                                   "answer to an instant query)",
                                    "point --prometheus-url at the Prometheus server root") from None
 
     def ping(self) -> None:
@@ -126,19 +137,32 @@ class PrometheusReader:
         seconds = max(1, math.ceil((end - start).total_seconds()))
         window = f"{seconds}s"
         results = {key: self.query(q.replace("$w", window), at=end) for key, q in QUERIES.items()}
+        from specops.metrics.parse import position
+
         groups: dict[str, dict] = {}
         for key, rows in results.items():
             for row in rows:
-                labels = row.get("metric", {})
-                name, label = _group(labels)
-                value = float(row["value"][1])
-                if math.isnan(value):
-                    continue
+                try:
+                    labels = row.get("metric") or {}
+                    name, label = _group(labels)
+                    value = float(row["value"][1])
+                    pos = position(labels.get("position", "0")) if key == "per_pos" else None
+                    le = float(labels.get("le", "+Inf")) if key == "tpot_bucket" else None
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                    raise MeasurementError(f"Prometheus at {self.url} answered a malformed sample for {key} "
+                                           f"({str(row)[:120]})", "check the Prometheus server and what it "
+                                           "scrapes; a sample is {metric: {...}, value: [time, \"number\"]}") from None
+                if math.isnan(value) or (key == "per_pos" and pos is None):
+                    continue  # no sample, or not a draft position (0-63)
+                if math.isinf(value) and key != "tpot_bucket":
+                    raise MeasurementError(f"Prometheus at {self.url} answered {value} for {key} of {name or '?'}: "
+                                           "an increase or a gauge is a finite number",
+                                           "check what Prometheus scrapes; these series cannot come from a vLLM engine")
                 slot = groups.setdefault(name, {"label": label, "per_pos": {}, "tpot_bucket": {}})
                 if key == "per_pos":
-                    slot["per_pos"][int(labels.get("position", 0))] = value
+                    slot["per_pos"][pos] = value
                 elif key == "tpot_bucket":
-                    slot["tpot_bucket"][float(labels.get("le", "+Inf"))] = value
+                    slot["tpot_bucket"][le] = value
                 else:
                     slot[key] = value
         if not groups:

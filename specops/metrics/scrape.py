@@ -31,19 +31,47 @@ def metrics_url(endpoint: str) -> str:
     return base_url(endpoint) + "/metrics"
 
 
-def fetch_text(endpoint: str, timeout: float = 10.0, headers: dict | None = None) -> str:
+MAX_BODY = 16 * 1024 * 1024  # a vLLM /metrics page is tens of KiB; a /v1/models answer less
+
+
+def get_bounded(url: str, *, deadline_s: float = 10.0, headers: dict | None = None,
+                max_bytes: int = MAX_BODY) -> tuple[int, bytes]:
+    """GET ``url`` within one overall deadline (connect, headers and the whole body; a server that
+    drips bytes cannot hold it open) and a body size cap. Returns (status, body); MeasurementError when
+    the server cannot be reached, misses the deadline or sends too much."""
+    import time
+
     import httpx
 
-    url = metrics_url(endpoint)
+    t0 = time.monotonic()
+    fix = "check that the engine is running and the URL/port is right"
     try:
-        resp = httpx.get(url, timeout=timeout, headers=headers or {}, follow_redirects=False)
+        with httpx.stream("GET", url, timeout=httpx.Timeout(deadline_s / 2), headers=headers or {},
+                          follow_redirects=False) as resp:
+            chunks, size = [], 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise MeasurementError(f"{url} sent more than {max_bytes // (1024 * 1024)} MiB", fix)
+                if time.monotonic() - t0 > deadline_s:
+                    raise MeasurementError(f"{url} did not finish its answer within {deadline_s:g}s "
+                                           f"({size} bytes so far)", fix + "; a healthy engine answers in milliseconds")
+                chunks.append(chunk)
+            return resp.status_code, b"".join(chunks)
     except httpx.HTTPError as exc:
+        if isinstance(exc, httpx.TimeoutException) and time.monotonic() - t0 > deadline_s / 2:
+            raise MeasurementError(f"{url} did not answer within {deadline_s:g}s", fix) from None
         raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__}: {str(exc)[:120] or 'no answer'})",
-                               "check that the engine is running and the URL/port is right") from None
-    if resp.status_code != 200:
-        raise MeasurementError(f"{url} answered HTTP {resp.status_code}",
+                               fix) from None
+
+
+def fetch_text(endpoint: str, timeout: float = 10.0, headers: dict | None = None) -> str:
+    url = metrics_url(endpoint)
+    status, body = get_bounded(url, deadline_s=timeout, headers=headers)
+    if status != 200:
+        raise MeasurementError(f"{url} answered HTTP {status}",
                                "point --endpoint at a vLLM server; /metrics must answer 200")
-    return resp.text
+    return body.decode("utf-8", errors="replace")
 
 
 def scrape(endpoint: str, timeout: float = 10.0, headers: dict | None = None) -> Snapshot:

@@ -53,6 +53,7 @@ class Snapshot(BaseModel):
     groups: dict[str, GroupValues] = Field(default_factory=dict, description="Values per group.")
     vllm_series: int = Field(0, description="How many vllm:* samples the scrape held (0: stats disabled).")
     process_start: datetime | None = Field(None, description="process_start_time_seconds of the server, if exported.")
+    notes: list[str] = Field(default_factory=list, description="What was ignored as not real (bad labels, ...).")
 
 
 class Measurement(BaseModel):

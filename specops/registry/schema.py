@@ -148,7 +148,7 @@ class DeploymentBase(_Validated):
     target_ref: str | None = Field(default=None, max_length=300, description="Target NAME@VERSION (or as given).")
     draft_ref: str | None = Field(default=None, max_length=300, description="Draft NAME@VERSION (or as given).")
     method: str | None = Field(default=None, max_length=30, description="Speculative method (or none).")
-    num_speculative_tokens: int | None = Field(default=None, description="γ.")
+    num_speculative_tokens: int | None = Field(default=None, description="γ (written only as 0-64: Create).")
     vllm_version: str | None = Field(default=None, max_length=40, description="vLLM release.")
     endpoint: str | None = Field(default=None, max_length=500, description="Base URL of the server.")
     served_model_name: str | None = Field(default=None, max_length=200, description="--served-model-name.")
@@ -172,7 +172,10 @@ class Deployment(DeploymentBase, table=True):
 
 
 class DeploymentCreate(DeploymentBase):
-    pass
+    """What may be written: γ is 0-64 (a row read back is shown as it is, so one bad row written by
+    something else never stops a listing; the monitor skips it and says why)."""
+
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=64, description="γ (0-64).")
 
 
 class DeploymentPublic(DeploymentBase):

@@ -1,0 +1,154 @@
+"""Engines and Prometheus servers that lie, drip or send absurd data get bounded, clear answers
+(exit 2 with what was wrong, never a hang, a traceback or a fleet-wide failure). The peer is
+tests/metrics/hostile.py (faked: what the engine or Prometheus answers); the CLI, HTTP client,
+parsers and registry are real."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+
+from tests.checks.helpers import exposition
+from tests.metrics.hostile import HostileServer
+
+GOOD = exposition(100, [72, 45, 26], 400)
+
+
+@pytest.fixture
+def peer():
+    servers = []
+
+    def make(routes, **kw):
+        s = HostileServer(routes, **kw)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()
+
+
+def _exit_2_one_line(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-500:])
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def test_an_engine_that_drips_its_answer_is_cut_off_at_the_deadline(cli, peer):
+    s = peer({"/metrics": (200, GOOD)}, drip_s=2.0)
+    t0 = time.monotonic()
+    r = cli("metrics", "--endpoint", s.url, timeout=60)
+    took = time.monotonic() - t0
+    _exit_2_one_line(r, "within 10s")
+    assert took < 25, took  # the overall deadline (10 s) plus start-up, not 5 s per byte
+
+
+def test_a_position_label_of_twenty_million_is_ignored_not_allocated(cli, peer):
+    huge = GOOD + 'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny",position="20000000"} 1.0\n'
+    s = peer({"/metrics": (200, huge)})
+    t0 = time.monotonic()
+    r = cli("metrics", "--endpoint", s.url, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 20
+    m = json.loads(r.stdout)
+    assert m["num_speculative_tokens"] == 3 and len(m["accepted_per_position"]) == 3
+    assert any('position="20000000"' in n for n in m["notes"])
+
+
+@pytest.mark.parametrize("bad", ['position="two"', 'position="-4"'])
+def test_positions_that_are_not_draft_positions_never_become_a_gamma(cli, peer, bad):
+    text = "\n".join(ln.replace('position="', f'{bad[:-1]}" ,x="').split(" ,x=")[0] + ln[ln.index("}"):]
+                     if "per_pos_total{" in ln else ln for ln in GOOD.splitlines()) + "\n"
+    s = peer({"/metrics": (200, text), "/v1/models": (200, json.dumps({"data": [{"id": "tiny"}]}))})
+    r = cli("deployment", "register", "odd", "--endpoint", s.url, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["num_speculative_tokens"] in (None, 1)
+    assert cli("monitor", "--once", "-o", "json").returncode in (0, 2)  # never an internal error
+    assert "internal error" not in cli("monitor", "--once").stderr
+
+
+@pytest.mark.parametrize("body", ["<html>hello</html>", "[1, 2]", json.dumps({"data": [{"name": "tiny"}]}),
+                                  json.dumps({"data": "tiny"})])
+def test_a_models_answer_that_is_not_openai_shaped_is_exit_2(cli, peer, body):
+    s = peer({"/metrics": (200, GOOD), "/v1/models": (200, body)})
+    _exit_2_one_line(cli("deployment", "register", "x", "--endpoint", s.url), "OpenAI-compatible")
+    assert "x" not in [d["name"] for d in json.loads(cli("deployment", "list", "-o", "json").stdout)]
+
+
+@pytest.mark.parametrize("extra", ["process_start_time_seconds 1e+20",
+                                   'vllm:request_time_per_output_token_seconds_bucket{engine="0",model_name="tiny",le="abc"} 3.0'])
+def test_absurd_series_are_ignored_with_a_note(cli, peer, extra):
+    s = peer({"/metrics": (200, GOOD + extra + "\n")})
+    r = cli("metrics", "--endpoint", s.url, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+PROM_ANSWERS = {
+    "error status": {"status": "error", "errorType": "bad_data", "error": "nope"},
+    "result not a list": {"status": "success", "data": {"resultType": "vector", "result": "oops"}},
+    "value not a number": {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "tiny"}, "value": [1, "abc"]}]}},
+    "no value": {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"model_name": "tiny"}}]}},
+    "a matrix": {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"model_name": "tiny"}, "values": [[1, "1"]]}]}},
+    "infinite": {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "tiny"}, "value": [1, "+Inf"]}]}},
+}
+
+
+@pytest.mark.parametrize("case", list(PROM_ANSWERS))
+def test_a_prometheus_that_answers_nonsense_is_exit_2(cli, peer, case):
+    s = peer({"/api/v1/query": (200, json.dumps(PROM_ANSWERS[case]))}, content_type="application/json")
+    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", s.url, "--served-name", "tiny")
+    _exit_2_one_line(r)
+    assert "error:" in r.stderr and "To fix:" in r.stderr
+
+
+def test_credentials_in_a_prometheus_url_are_refused_and_never_echoed(cli):
+    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", "http://alice:s3cret@127.0.0.1:9",
+            "--served-name", "tiny")
+    _exit_2_one_line(r, "contains credentials")
+    assert "s3cret" not in r.stderr + r.stdout and "alice" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("content", [b"\x00garbage" * 300, b"SQLite format 3\x00" + b"\x01" * 40, "dir"])
+def test_doctor_reports_a_broken_registry_as_a_finding(cli, specops_home, content):
+    db = specops_home / "specops.db"
+    if content == "dir":
+        db.mkdir()
+    else:
+        db.write_bytes(content)
+    r = cli("doctor", "-o", "json")
+    assert r.returncode == 1, r.stderr  # a problem line, not an internal error
+    reg = next(c for c in json.loads(r.stdout) if c["name"] == "registry")
+    assert reg["status"] == "problem" and reg["fix"]
+
+
+def test_one_bad_registry_row_is_unseen_and_the_rest_of_the_fleet_is_watched(cli, peer, specops_home):
+    s = peer({"/metrics": (200, GOOD), "/v1/models": (200, json.dumps({"data": [{"id": "tiny"}]}))})
+    for name in ("good", "bad"):
+        assert cli("deployment", "register", name, "--endpoint", s.url, "--method", "ngram").returncode == 0
+    with sqlite3.connect(specops_home / "specops.db") as con:  # a row written by something that skipped validation
+        con.execute("UPDATE deployment SET num_speculative_tokens = -4 WHERE name = 'bad'")
+    r = cli("monitor", "--once", "-o", "json")
+    assert r.returncode == 2 and "internal error" not in r.stderr, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "good" in report["seen"] and "bad" in report["unseen"]
+    assert "cannot be watched" in report["unseen"]["bad"]
+
+
+def test_an_import_with_a_negative_gamma_is_refused_and_writes_nothing(cli, tmp_path):
+    assert cli("deployment", "register", "d", "--endpoint", "http://127.0.0.1:9", "--method", "ngram",
+               "--no-check").returncode == 0
+    dump = json.loads(cli("lineage", "export").stdout)
+    dump["deployments"][0]["num_speculative_tokens"] = -4
+    dump["deployments"][0]["name"] = "d2"
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps(dump))
+    r = cli("lineage", "import", str(f))
+    _exit_2_one_line(r)
+    assert "d2" not in [d["name"] for d in json.loads(cli("deployment", "list", "-o", "json").stdout)]
