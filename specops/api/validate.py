@@ -103,7 +103,7 @@ def _spec_lineage(spec, registry) -> CheckResult:
     except SpecopsError as exc:
         return _gate_result("gate.lineage", desc, "lineage", "error", f"could not evaluate: {exc.message}", exc.fix)
     if report.verdict == "could not evaluate":
-        blind = [f for f in report.findings if not f.evaluated]
+        blind = report.unevaluated
         return _gate_result("gate.lineage", desc, "lineage", "error",
                             "could not evaluate: " + "; ".join(f"{f.code}: {f.message}" for f in blind), blind[0].fix,
                             {"findings": [f.model_dump(mode="json") for f in report.findings]})

@@ -207,7 +207,7 @@ class RegistrySteps:
         report = self.reg.check_lineage(dep.target_ref, dep.draft_ref, vllm_version=dep.vllm_version or "0.33.0",
                                         method=dep.method if dep.method not in (None, "none") else None)
         if report.verdict == "could not evaluate":
-            blind = [f for f in report.findings if not f.evaluated]
+            blind = report.unevaluated
             raise CouldNotEvaluate(f"{dep.draft_ref} on {dep.target_ref}: " + "; ".join(f.message for f in blind),
                                    blind[0].fix)
         out = list(report.findings)

@@ -231,7 +231,7 @@ def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, 
         notes += [f"lineage warning: {f.message}" for f in report.findings if f.severity == "warning"]
         return
     worst = next(f for f in report.findings if f.severity == "error" and f.evaluated) if report.verdict == "fail" \
-        else next(f for f in report.findings if not f.evaluated)
+        else report.unevaluated[0]
     if not force and keep_override and (prev := previous_override(reg, spec.name, tref, dref)) is not None:
         force = True
         reason = f"restart keeps the override of {prev.at.isoformat(timespec='seconds')}: {prev.reason}"

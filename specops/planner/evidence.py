@@ -212,14 +212,12 @@ def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
         ("method", lambda r: r.row.method == method, False),
         ("nothing (all rows)", lambda r: True, False),
     ]
-    pick: list[Residual] = []
-    for label, keep, _near in levels:
+    for label, keep, near in levels:  # noqa: B007 - the last level matches every row: the loop always breaks
         alike = [r for r in res if keep(r) and (r.row.batch_known or r.row.batch == 1)]
         serving = [r for r in alike if r.row.engine in SERVING_ENGINES]
         pick = serving if len(serving) >= MIN_ROWS else alike
-        if len(pick) >= MIN_ROWS or label.startswith("nothing"):
+        if len(pick) >= MIN_ROWS or keep is levels[-1][1]:
             label += " (serving engines)" if pick is serving else ""
-            near = _near
             break
     logs = [r.log_ratio for r in pick] or [0.0]
     lo, hi = (_quantile(logs, QUANTILES[0]), _quantile(logs, QUANTILES[1])) if len(logs) >= 5 else (min(logs), max(logs))

@@ -49,6 +49,11 @@ class LineageReport(BaseModel):
         return self.verdict == "pass"
 
     @property
+    def unevaluated(self) -> list[Finding]:
+        """The findings that could not look (why the verdict is "could not evaluate")."""
+        return [f for f in self.findings if not f.evaluated]
+
+    @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
 

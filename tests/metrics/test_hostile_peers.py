@@ -6,6 +6,7 @@ parsers and registry are real."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 
@@ -60,8 +61,7 @@ def test_a_position_label_of_twenty_million_is_ignored_not_allocated(cli, peer):
 
 @pytest.mark.parametrize("bad", ['position="two"', 'position="-4"'])
 def test_positions_that_are_not_draft_positions_never_become_a_gamma(cli, peer, bad):
-    text = "\n".join(ln.replace('position="', f'{bad[:-1]}" ,x="').split(" ,x=")[0] + ln[ln.index("}"):]
-                     if "per_pos_total{" in ln else ln for ln in GOOD.splitlines()) + "\n"
+    text = re.sub(r'position="\d+"', bad, GOOD)  # every per-position series carries the bad label
     s = peer({"/metrics": (200, text), "/v1/models": (200, json.dumps({"data": [{"id": "tiny"}]}))})
     r = cli("deployment", "register", "odd", "--endpoint", s.url, "-o", "json")
     assert r.returncode == 0, r.stderr
