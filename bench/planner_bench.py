@@ -23,7 +23,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specops.planner.calibration import ENGINES  # noqa: E402
-from specops.planner.evidence import CLASS_GPU, SERVING_ENGINES, cross_validate, interval  # noqa: E402
+from specops.planner.evidence import (  # noqa: E402
+    CLASS_GPU,
+    SERVING_ENGINES,
+    batch_range,
+    cross_validate,
+    interval,
+    sweep_points,
+)
+from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE  # noqa: E402
 
 
 def why(res) -> str:
@@ -62,8 +70,6 @@ def main() -> None:
     for eng in ENGINES:
         print(_line(eng, [r.error for r in results if r.row.engine == eng]))
     print("-- per batch range (serving engines) --")
-    from specops.planner.evidence import batch_range
-
     for rng in ("1-2", "3-16", "17-64", "65+"):
         print(_line(rng, [r.error for r in results if r.row.engine in SERVING_ENGINES and batch_range(r.row.batch) == rng]))
     inside = [r for r in results
@@ -77,6 +83,8 @@ def main() -> None:
     for r in sorted(results, key=lambda r: r.error, reverse=True)[:8]:
         print(f"{r.error:.2f}  {r.row.source[:50]} ({r.row.location[:40]}): published {r.row.speedup:.2f}x, "
               f"predicted {r.predicted:.2f}x — {why(r)}")
+
+    batch_section(results)
 
     from specops.planner import RecommendRequest, recommend
 
@@ -104,6 +112,54 @@ def main() -> None:
     print("\n== one `recommend` call, in-process ==")
     print(f"first call (loads playbooks, calibrates): {cold:.3f} s; warm calls (batch 1/16/64): "
           + ", ".join(f"{t:.3f}" for t in warm) + " s")
+
+
+GRID = (0.0, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05)
+
+
+def _bare():
+    return (VLLM_PROFILE.model_copy(update={"token_overhead_ms": 0.0, "sampler_bytes": 0.0}),
+            EAGER_PROFILE.model_copy(update={"sampler_bytes": 0.0}))
+
+
+def batch_section(results) -> None:
+    """The batch terms (issue "Predictions at batch"): errors on batch rows without and with them, the
+    fit of the per-token overhead with each sweep source left out, and the model's properties."""
+    print("\n== batch: serving-engine rows by batch range, without -> with the batch terms ==")
+    before = cross_validate(profiles=_bare())
+    for rng in ("1-2", "3-16", "17-64", "65+"):
+        a = [r.error for r in before if r.row.engine in SERVING_ENGINES and batch_range(r.row.batch) == rng]
+        b = [r.error for r in results if r.row.engine in SERVING_ENGINES and batch_range(r.row.batch) == rng]
+        print(f"{rng:<6} n={len(b):>3}  median {statistics.median(a):.3f} -> {statistics.median(b):.3f}  "
+              f"mean {statistics.mean(a):.3f} -> {statistics.mean(b):.3f}")
+    sw_before, sw_after = sweep_points(before), sweep_points(results)
+    print(f"within-sweep ratios speedup(b)/speedup(b_min), {len(sw_after)} points: median |ln error| "
+          f"{statistics.median(p.error for p in sw_before):.3f} -> {statistics.median(p.error for p in sw_after):.3f}")
+    for p in sw_after:
+        print(f"   {p.source[:38]:<38} {p.method:<7} b{p.batch_ref}->b{p.batch}: published {p.published_ratio:.2f} "
+              f"predicted {p.predicted_ratio:.2f}")
+    print("-- token_overhead_ms fitted on the sweeps (grid), each sweep source left out in turn --")
+    by_value = {}
+    for v in GRID:
+        prof = (VLLM_PROFILE.model_copy(update={"token_overhead_ms": v}), EAGER_PROFILE)
+        by_value[v] = sweep_points(cross_validate(profiles=prof))
+    sources = sorted({p.source for p in by_value[GRID[0]]})
+    held = []
+    for src in sources:
+        fit = min(GRID, key=lambda v: statistics.median([p.error for p in by_value[v] if p.source != src]))
+        errs = [p.error for p in by_value[fit] if p.source == src]
+        held += errs
+        print(f"   without {src[:44]:<44} -> {fit * 1000:.1f} µs/token; its {len(errs)} points: "
+              f"median error {statistics.median(errs):.3f}")
+    full = min(GRID, key=lambda v: statistics.median(p.error for p in by_value[v]))
+    print(f"all sources: {full * 1000:.1f} µs/token (shipped: {VLLM_PROFILE.token_overhead_ms * 1000:.1f}); "
+          f"held-out median error {statistics.median(held):.3f}")
+    print("-- properties over the grid (tests/planner/test_batch_properties.py) --")
+    from tests.planner.test_batch_properties import PROPERTIES
+
+    for prop in PROPERTIES:
+        bad = prop()
+        print(f"   {'holds' if not bad else 'FAILS'}  {prop.__name__}" + (f": {len(bad)} cases, e.g. {bad[0]}" if bad else ""))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ class PublishedRow:
     speedup: float | None
     draft_params_b: float | None
     notes: str
+    context_len: int | None = None  # prompt tokens, where the row states them ("prefill 8000 tokens")
 
     @property
     def citation(self) -> str:
@@ -233,6 +234,11 @@ def engine_of(source: str, hardware: str, notes: str) -> str:
     return "hf"  # papers and Spec-Bench: the HF-transformers harness
 
 
+def _context(text: str) -> int | None:
+    m = re.search(r"prefill (?:length )?(\d+)", (text or "").lower())
+    return int(m.group(1)) if m else None
+
+
 def _draft_size(text: str) -> float | None:
     m = re.search(r"(\d+(?:\.\d+)?)\s*([MB])\b", text)
     if not m:
@@ -257,11 +263,12 @@ def parse_row(row: dict) -> PublishedRow:
         tau=_num(row.get("tau", "")), acceptance_rate=_num(row.get("acceptance_rate", "")),
         rate_is_alpha=rate_is_alpha, speedup=_num(row.get("speedup", "")),
         draft_params_b=_draft_size(f"{row['method']} {row['gamma_or_tree']}") if method == "draft_model" else None,
-        notes=notes,
+        notes=notes, context_len=_context(row["task"]),
     )
 
 
-DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv")
+DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv",
+              "batch_sweeps_2026-12.csv")
 """The published measurements in playbooks/data, in the order they were gathered (same columns)."""
 
 

@@ -42,8 +42,8 @@ MIN_ROWS = 3
 QUANTILES = (0.1, 0.9)  # of the similar rows' residuals: the range's ends (min/max below 5 rows)
 WIDEN = 0.1
 """Both ends move out by e^±0.1 for the spread between sources. Built only from other sources' rows,
-the range holds 53 of 88 published speedups (26 of 41 on serving engines) - fewer than the 80% its
-quantiles suggest: sources disagree more than rows within one source. A wider margin (0.2: 64 of 88)
+the range holds 64 of 102 published speedups (36 of 53 on serving engines) - fewer than the 80% its
+quantiles suggest: sources disagree more than rows within one source. A wider margin (0.2: 64 of 88 before the batch sweeps were added)
 would put the lower end of well-published cases (Llama-3.1-8B + EAGLE-3 at batch 1, DeepSeek-V3 MTP)
 below 1. `make bench` prints the figures for the rows shipped now."""
 CLASS_GPU = {"hopper+": "H100", "a100": "A100-80GB", "consumer": "RTX4090", "other": "TPU-v4"}
@@ -130,12 +130,13 @@ def _target(row: PublishedRow, cat: Catalogs):
     return generic_model(row.target, row.params_b or 7)
 
 
-def _setup(row: PublishedRow, cat: Catalogs, model) -> Setup:
+def _setup(row: PublishedRow, cat: Catalogs, model, profiles=None) -> Setup:
     text = row.hardware.lower()
     gpu = next((cat.gpu(g) for key, g in GPUS if key in text), None) or cat.gpu("A100-80GB")
     m = re.search(r"(\d+)\s*x\s*", text) or re.search(r"tp=?(\d+)", text)
     count = int(m.group(1)) if m else 1
-    profile = VLLM_PROFILE if row.engine in SERVING_ENGINES else EAGER_PROFILE
+    serving, eager = profiles or (VLLM_PROFILE, EAGER_PROFILE)
+    profile = serving if row.engine in SERVING_ENGINES else eager
     while memory_estimate(Setup(model, gpu, count, profile), None, seq_tokens=1, kv_dtype="auto").weights_gib > \
             count * gpu.memory_gib * 0.95:
         count *= 2  # the source's cluster must have held the weights
@@ -156,20 +157,23 @@ def predictable(row: PublishedRow) -> bool:
     return row.speedup is not None and row.method is not None and bool(row.gamma)
 
 
-def predict_row(row: PublishedRow, priors, cat: Catalogs):
-    """(Evaluation, Setup) of the model for one published row."""
+def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
+    """(Evaluation, Setup) of the model for one published row. ``profiles``: (serving, eager) engine
+    profiles (default: the shipped ones)."""
     model = _target(row, cat)
-    setup = _setup(row, cat, model)
+    setup = _setup(row, cat, model, profiles)
     prior = priors.lookup(row.method, task=row.task, temperature=row.temperature, generation=row.generation,
                           structure=row.structure)
     verify = (row.tree_tokens + 1) if row.structure == "tree" and row.tree_tokens else None
+    context = min(row.context_len or CONTEXT, model.max_context - OUTPUT)
     e = evaluate(setup, _draft(row, model), prior, gamma=row.gamma, kv_dtype="auto", batch=row.batch,
-                 context_len=CONTEXT, output_len=OUTPUT, verify_tokens=verify)
+                 context_len=context, output_len=OUTPUT, verify_tokens=verify)
     return e, setup
 
 
-def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None) -> list[Residual]:
-    """Leave-one-source-out residuals of every predictable row."""
+def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None,
+                   profiles=None) -> list[Residual]:
+    """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`)."""
     rows = rows if rows is not None else load_published()
     cat = catalogs or load_catalogs()
     by_source: dict = {}
@@ -178,7 +182,7 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         if not predictable(row):
             continue
         priors = by_source.setdefault(row.source, calibrate(rows, exclude_source=row.source))
-        e, setup = predict_row(row, priors, cat)
+        e, setup = predict_row(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),
                             setup.model.is_moe or looks_moe(row.target)))
     return out
@@ -227,3 +231,40 @@ def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
     return Evidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
                     rows=len(pick), matched_on=label, near=near, median_error=round(_quantile(errors, 0.5), 3),
                     sources=sources)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One published batch sweep point against the sweep's smallest batch (same source, setting, γ)."""
+
+    source: str
+    method: str
+    batch_ref: int
+    batch: int
+    published_ratio: float   # speedup(batch) / speedup(batch_ref), as published
+    predicted_ratio: float   # the same ratio, predicted
+
+    @property
+    def error(self) -> float:
+        return abs(math.log(self.published_ratio / self.predicted_ratio))
+
+
+def sweep_points(residuals: list[Residual] | tuple[Residual, ...]) -> list[SweepPoint]:
+    """How speedup changes with batch within one published setting (serving engines, stated batches):
+    the part of the model a source's fixed offsets cannot hide."""
+    groups: dict[tuple, list[Residual]] = {}
+    for r in residuals:
+        row = r.row
+        if row.engine in SERVING_ENGINES and row.batch_known:
+            key = (row.source, row.location, row.target, row.method, row.structure, row.gamma, row.hardware)
+            groups.setdefault(key, []).append(r)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda r: r.row.batch)
+        ref = group[0]
+        for r in group[1:]:
+            if r.row.batch == ref.row.batch:
+                continue
+            out.append(SweepPoint(r.row.source, r.row.method, ref.row.batch, r.row.batch,
+                                  r.row.speedup / ref.row.speedup, r.predicted / ref.predicted))
+    return out

@@ -23,6 +23,15 @@ KV_ELEMENT_BYTES = {
     "int4_per_token_head": 0.5, "nvfp4": 0.5625, "turboquant_k8v4": 2 / 2.6, "turboquant_4bit_nc": 2 / 3.8,
     "turboquant_k3v4_nc": 2 / 3.5, "turboquant_3bit_nc": 2 / 4.9,
 }
+SAMPLER_BYTES = 12.0
+"""Default of EngineProfile.sampler_bytes: bytes moved per scored token per vocabulary entry by sampling: fp32 logits written, read by the
+softmax that writes fp32 probabilities, read again by the (rejection) sampler - 3 × 4 bytes. vLLM's
+rejection sampler scores the full vocabulary at every draft position and the bonus position
+(vllm/v1/sample/rejection_sampler.py), so verification pays it γ+1 times per sequence."""
+# vllm#49548 (open; shared/reference/vllm-0.33-speculative.md "Corrections and additions"): with a
+# per-batch γ schedule, TPOT is worse even where every range has K=0 - +6.6% at concurrency 2, +21.6%
+# at 189 (the schedule forces PIECEWISE CUDA graphs). Interpolated in log2(batch) between the two points.
+SCHEDULE_COST = ((2, 0.066), (189, 0.216))
 TURBOQUANT_FULL_LAYERS = 4  # first/last 2 attention layers of dense models stay at full precision
 
 
@@ -39,17 +48,24 @@ class EngineProfile(BaseModel):
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
     draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
     ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
+    token_overhead_ms: float = Field(
+        0.015, ge=0, description="Cost per token one step schedules, not hidden behind the weight reads (input "
+        "preparation, sampling, rejection sampling, output processing): 15 µs, fitted on the serving engines' "
+        "published batch sweeps (bench/planner_bench.py prints the fit and its leave-one-source-out error).")
     allreduce_ms_per_layer: dict[str, float] = Field(
         default_factory=lambda: {"nvlink": 0.012, "xgmi": 0.015, "pcie": 0.05, "none": 0.0},
         description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
+    sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
+                                 "that sampling moves (see SAMPLER_BYTES).")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="vLLM's default --gpu-memory-utilization.")
     runtime_reserve_gib: float = Field(1.5, ge=0, description="Per-GPU activations, CUDA graphs, context.")
 
 
 VLLM_PROFILE = EngineProfile()
 # HF-transformers style harnesses (EAGLE/Medusa papers): no CUDA graphs, Python per layer.
+# token_overhead_ms 0: the per-token term was fitted on serving engines only; papers' harnesses run batch 1.
 EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead_ms=0.25,
-                              draft_step_overhead_ms=1.0, ngram_step_ms=0.5)
+                              draft_step_overhead_ms=1.0, ngram_step_ms=0.5, token_overhead_ms=0.0)
 
 
 @dataclass(frozen=True)
@@ -151,7 +167,17 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
-    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm
+    sampler = n * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
+    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n
+
+
+def schedule_cost(batch: int) -> float:
+    """Fraction by which a per-batch γ schedule makes every step slower at this batch (vllm#49548)."""
+    import math
+
+    (b0, c0), (b1, c1) = SCHEDULE_COST
+    x = (math.log2(max(1, batch)) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
+    return c0 + (c1 - c0) * min(1.0, max(0.0, x))
 
 
 def prefill_ms(setup: Setup, context_len: int, kv_dtype: str) -> float:
@@ -278,8 +304,10 @@ class Evaluation:
 
 
 def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | None, *, gamma: int, kv_dtype: str,
-             batch: int, context_len: int, output_len: int, verify_tokens: int | None = None) -> Evaluation:
-    """Predict one candidate. `verify_tokens` overrides γ+1 (tree drafts verify more tokens than their depth)."""
+             batch: int, context_len: int, output_len: int, verify_tokens: int | None = None,
+             schedule: bool = False) -> Evaluation:
+    """Predict one candidate. `verify_tokens` overrides γ+1 (tree drafts verify more tokens than their depth);
+    `schedule`: the engine runs with a per-batch γ schedule, which slows every step (:func:`schedule_cost`)."""
     method = draft.method if draft else "none"
     seq = context_len + output_len
     mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype)
@@ -297,6 +325,8 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
                             kv_dtype=kv_dtype)
         step = verify + draft_ms(setup, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=kv_dtype)
         ttft = base_ttft + draft_prefill_ms(setup, draft, context_len, kv_dtype)
+    if schedule:
+        step *= 1 + schedule_cost(eff)
     tpot = step / tau
     return Evaluation(
         method=method, gamma=gamma, kv_dtype=kv_dtype, draft=draft, tau=tau, acceptance_rate=rate, alpha0=alpha,
@@ -304,3 +334,16 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
         throughput_tok_s=eff * 1000 / tpot, baseline_throughput_tok_s=eff * 1000 / base, ttft_ms=ttft,
         baseline_ttft_ms=base_ttft, effective_batch=eff, memory=mem, fits=mem.fits(batch),
     )
+
+
+def best_gamma(rows: list[Evaluation], *, near_tie: float = 0.02) -> Evaluation | None:
+    """The γ to run among one method's candidates at one batch: the smallest γ within ``near_tie`` of the
+    best speedup (a longer draft buys nothing inside the model's resolution and costs more when acceptance
+    is lower than predicted); None when no γ is faster than no speculation (K=0)."""
+    rows = [e for e in rows if e.gamma > 0]
+    if not rows:
+        return None
+    best = max(e.speedup for e in rows)
+    if best < 1.0:
+        return None
+    return min((e for e in rows if e.speedup >= best * (1 - near_tie)), key=lambda e: e.gamma)

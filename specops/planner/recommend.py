@@ -60,6 +60,7 @@ class Context:
     table_rows: list[Evaluation] = field(default_factory=list)
     chosen: Evaluation | None = None
     schedule: list[tuple[int, int, int]] | None = None
+    schedule_note: str | None = None  # why a schedule was or was not shipped (shown in the decision path)
     measured: MeasuredModel | None = None  # a fitted model from `specops tune`: ranks what it measured
     hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
     residuals: tuple | None = None  # cross-validated residuals of published rows (None: the shipped ones)
@@ -241,7 +242,7 @@ def check_kv_cache(ctx: Context, rule: Rule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=shown, outcome=outcome)
 
 
-def _eval(ctx: Context, method: str, gamma: int, batch: int) -> Evaluation:
+def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool = False) -> Evaluation:
     req = ctx.request
     draft = ctx.drafts.get(method) if method != "none" else None
     prior = None
@@ -249,7 +250,7 @@ def _eval(ctx: Context, method: str, gamma: int, batch: int) -> Evaluation:
         prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
                                   draft=draft.id)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
-                 batch=batch, context_len=req.context_len, output_len=req.output_len)
+                 batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
     return _measured(ctx, e, method, gamma, batch)
 
 
@@ -331,37 +332,87 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
         else:
             ctx.warn(f"vLLM {format_version(ctx.version)} has no per-batch-size γ schedule (from 0.24.0): "
                      f"one γ={chosen.gamma} is used at every batch size")
+    chosen = ctx.chosen
     n_methods = len({e.method for e in rows})
     what = "no speculation" if chosen.method == "none" else f"{chosen.method} γ={chosen.gamma}"
     outcome = (f"{what} with KV {chosen.kv_dtype}: predicted {chosen.speedup:.2f}x, TPOT {chosen.tpot_ms:.1f} ms "
                f"(best of {len(rows)} candidates over {n_methods} methods)")
+    if ctx.schedule_note:
+        outcome += f"; {ctx.schedule_note}"
     if req.tpot_ms is not None and not _meets(ctx, chosen):
         ctx.warn(f"no candidate meets --tpot-ms {req.tpot_ms:g} (best {chosen.tpot_ms:.1f} ms)")
     return DecisionStep(rule=rule.id, input=f"objective={req.objective}, batch={req.batch_size}", outcome=outcome)
 
 
-def _build_schedule(ctx: Context) -> None:
-    chosen, req = ctx.chosen, ctx.request
-    last = max(SCHEDULE_EDGES[-1], req.batch_size)
+SCHEDULE_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
+"""Methods whose per-batch γ schedule vLLM 0.33 applies; for others it drops the schedule with a warning
+(vllm/config/vllm.py; playbooks/vllm/capabilities.csv, num_speculative_tokens_per_batch_size)."""
+
+
+def _schedule_ranges(ctx: Context) -> list[tuple[int, int]]:
+    last = max(SCHEDULE_EDGES[-1], ctx.request.batch_size)
     ranges, start = [], 1
     for end in [*SCHEDULE_EDGES[1:-1], last]:
-        if end < start:
-            continue
-        ranges.append((start, end))
-        start = end + 1
-    schedule = []
-    for lo, hi in ranges:
+        if end >= start:
+            ranges.append((start, end))
+            start = end + 1
+    return ranges
+
+
+def _range_gamma(ctx: Context, method: str, rep: int) -> int:
+    """γ for a batch range scored at batch ``rep`` under a schedule: :func:`best_gamma` (the smallest γ
+    within NEAR_TIE of the best; 0 = K=0 where no γ beats no speculation)."""
+    from specops.planner.perfmodel import best_gamma
+
+    best = best_gamma([_eval(ctx, method, g, rep, schedule=True) for g in _gammas(ctx, method)], near_tie=NEAR_TIE)
+    return best.gamma if best else 0
+
+
+def _build_schedule(ctx: Context) -> None:
+    """A per-batch γ schedule, shipped only when it pays for itself. Every range is scored the same way:
+    at its geometric middle (the request's range at the request's batch; capped at the batch that fits),
+    with the schedule's own cost counted (vllm#49548: every step slower, K=0 ranges included; see
+    perfmodel.schedule_cost). It ships when it has more than one γ and its mean speedup over the ranges
+    beats one γ without a schedule. γ falls with batch where weight reads dominate; where KV reads
+    (long context) or expert reads (MoE) dominate it may rise, as MagicDec's optimal γ does (Table 2)."""
+    from specops.planner.perfmodel import schedule_cost
+
+    chosen, req = ctx.chosen, ctx.request
+    assert chosen is not None
+    if chosen.method not in SCHEDULE_METHODS:
+        ctx.warn(f"no per-batch γ schedule for {chosen.method}: vLLM {format_version(ctx.version)} drops it for "
+                 "this method (Model Runner V1); one γ is used at every batch size")
+        return
+    fit = max(1, chosen.memory.max_batch())
+    schedule: list[tuple[int, int, int]] = []
+    total_sched = total_single = 0.0
+    at_request = 0
+    for lo, hi in _schedule_ranges(ctx):
+        rep = req.batch_size if lo <= req.batch_size <= hi else max(1, min(round((lo * hi) ** 0.5), fit))
+        k = _range_gamma(ctx, chosen.method, rep)
+        total_sched += (_eval(ctx, chosen.method, k, rep, schedule=True).speedup if k
+                        else 1 / (1 + schedule_cost(rep)))
+        total_single += max(_eval(ctx, chosen.method, chosen.gamma, rep).speedup, 0.0)
         if lo <= req.batch_size <= hi:
-            k = chosen.gamma
-        else:
-            evals = [_eval(ctx, chosen.method, g, hi) for g in _gammas(ctx, chosen.method)]
-            best = max(evals, key=lambda e: _score(ctx, e) if ctx.request.objective == "throughput" else e.speedup)
-            k = best.gamma if best.speedup >= 1.0 else 0
+            at_request = k
         if schedule and schedule[-1][2] == k:
             schedule[-1] = (schedule[-1][0], hi, k)
         else:
             schedule.append((lo, hi, k))
+    n = len(_schedule_ranges(ctx))
+    if len({k for _, _, k in schedule}) < 2:
+        ctx.schedule_note = (f"no schedule: one γ is best at every batch range, and a schedule alone costs "
+                             f"{schedule_cost(2):.0%}-{schedule_cost(189):.0%} TPOT (vllm#49548)")
+        return
+    if total_sched <= total_single or not at_request:
+        ctx.schedule_note = (f"no schedule: with its own cost (vllm#49548) it averages {total_sched / n:.2f}x over the "
+                             f"batch ranges against {total_single / n:.2f}x for γ={chosen.gamma} alone")
+        return
     ctx.schedule = schedule
+    ctx.chosen = _eval(ctx, chosen.method, at_request, req.batch_size, schedule=True)
+    ctx.schedule_note = (f"schedule {[list(r) for r in schedule]}: averages {total_sched / n:.2f}x over the batch "
+                         f"ranges against {total_single / n:.2f}x for γ={chosen.gamma} alone, its own cost "
+                         "(vllm#49548) counted")
 
 
 def evidence_for(ctx: Context, e: Evaluation):

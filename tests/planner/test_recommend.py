@@ -57,7 +57,8 @@ def test_draft_model_is_refused_on_versions_whose_engine_cannot_run_it(catalogs,
 
 
 def test_no_per_batch_schedule_before_0_24(catalogs, priors):
-    kw = dict(model="llama-3.1-8b", gpu="H100", batch_size=64, context_len=256, output_len=256, allow_uncertain=True)
+    kw = dict(model="llama-3.1-8b", gpu="A100-80GB", batch_size=64, context_len=256, output_len=256,
+              allow_uncertain=True)
     assert run(catalogs, priors, **kw).num_speculative_tokens_per_batch_size
     old = run(catalogs, priors, vllm_version="0.23.0", **kw)
     assert old.num_speculative_tokens_per_batch_size is None

@@ -30,8 +30,8 @@ def test_8b_on_h100_gamma_shrinks_as_batch_grows(catalogs, priors):
     assert gammas[-1] < gammas[0]
 
 
-def test_8b_on_h100_schedule_turns_speculation_off_where_verification_is_compute_bound(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=64, context_len=256,
+def test_8b_on_a100_schedule_turns_speculation_off_where_verification_is_compute_bound(catalogs, priors):
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="A100-80GB", batch_size=64, context_len=256,
                     output_len=256, allow_uncertain=True)  # the schedule's shape, whatever the evidence says
     schedule = plan.num_speculative_tokens_per_batch_size
     assert schedule is not None and schedule[0][0] == 1
@@ -41,6 +41,17 @@ def test_8b_on_h100_schedule_turns_speculation_off_where_verification_is_compute
     assert at_512 == 0
     assert plan.num_speculative_tokens == max(ks)
     assert plan.vllm.speculative_config["num_speculative_tokens_per_batch_size"] == [list(r) for r in schedule]
+
+
+def test_8b_on_h100_ships_no_schedule_whose_own_cost_outweighs_its_gain(catalogs, priors):
+    """On an H100 one γ stays above 1 far enough that the schedule's cost (vllm#49548: every step slower,
+    K=0 ranges included) is not worth its K=0 ranges: no schedule, and the path says why."""
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=64, context_len=256,
+                    output_len=256, allow_uncertain=True)
+    assert plan.method == "eagle3" and plan.num_speculative_tokens_per_batch_size is None
+    step = next(s for s in plan.decision_path if s.rule == "cost_model")
+    assert "no schedule" in step.outcome and "vllm#49548" in step.outcome
+    assert "num_speculative_tokens_per_batch_size" not in plan.vllm.speculative_config
 
 
 def test_8b_on_h100_at_batch_512_short_context_does_not_speculate(catalogs, priors):
