@@ -325,7 +325,7 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
     chosen = _choose(ctx, rows) if not req.method else max(rows, key=lambda e: _score(ctx, e))
     if not req.method and chosen.method != "none" and chosen.speedup < 1.0:
         chosen = next(e for e in rows if e.method == "none")
-    ctx.chosen = chosen
+    ctx.chosen = picked = chosen
     if ctx.constraints.schedule and chosen.method != "none" and not req.num_speculative_tokens:
         if ctx.schedule_supported:
             _build_schedule(ctx)
@@ -333,10 +333,14 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
             ctx.warn(f"vLLM {format_version(ctx.version)} has no per-batch-size γ schedule (from 0.24.0): "
                      f"one γ={chosen.gamma} is used at every batch size")
     chosen = ctx.chosen
+    top = max(rows, key=lambda e: _score(ctx, e))
     n_methods = len({e.method for e in rows})
     what = "no speculation" if chosen.method == "none" else f"{chosen.method} γ={chosen.gamma}"
     outcome = (f"{what} with KV {chosen.kv_dtype}: predicted {chosen.speedup:.2f}x, TPOT {chosen.tpot_ms:.1f} ms "
                f"(best of {len(rows)} candidates over {n_methods} methods)")
+    if top is not picked and picked.method != "none" and not req.method and _score(ctx, top) > _score(ctx, picked):
+        outcome += (f"; chosen over {top.method} γ={top.gamma} ({top.speedup:.2f}x): within the {NEAR_TIE:.0%} tie "
+                    "margin the tree's preference order, then the smaller γ, wins")
     if ctx.schedule_note:
         outcome += f"; {ctx.schedule_note}"
     if req.tpot_ms is not None and not _meets(ctx, chosen):
@@ -369,50 +373,60 @@ def _range_gamma(ctx: Context, method: str, rep: int) -> int:
 
 
 def _build_schedule(ctx: Context) -> None:
-    """A per-batch γ schedule, shipped only when it pays for itself. Every range is scored the same way:
-    at its geometric middle (the request's range at the request's batch; capped at the batch that fits),
-    with the schedule's own cost counted (vllm#49548: every step slower, K=0 ranges included; see
-    perfmodel.schedule_cost). It ships when it has more than one γ and its mean speedup over the ranges
-    beats one γ without a schedule. γ falls with batch where weight reads dominate; where KV reads
-    (long context) or expert reads (MoE) dominate it may rise, as MagicDec's optimal γ does (Table 2)."""
+    """A per-batch γ schedule, shipped only when it pays for itself. Every range is scored the same way,
+    whatever batch was asked: at its geometric middle (capped at the batch that fits), with the
+    schedule's own cost counted (vllm#49548: every step slower, K=0 ranges included; see
+    perfmodel.schedule_cost), γ = best_gamma there. γ never rises with batch: a range whose own best γ is
+    above the previous range's takes the previous one (the model lets γ rise where KV or expert reads
+    dominate, as MagicDec's optimal γ does, but no published serving sweep shows it; the path says when
+    this applied). The schedule ships when it has more than one γ and its mean speedup over the ranges
+    beats one γ without a schedule."""
     from specops.planner.perfmodel import schedule_cost
 
     chosen, req = ctx.chosen, ctx.request
     assert chosen is not None
     if chosen.method not in SCHEDULE_METHODS:
-        ctx.warn(f"no per-batch γ schedule for {chosen.method}: vLLM {format_version(ctx.version)} drops it for "
-                 "this method (Model Runner V1); one γ is used at every batch size")
+        ctx.schedule_note = (f"no schedule: vLLM {format_version(ctx.version)} drops it for {chosen.method} "
+                             "(Model Runner V1); one γ is used at every batch size")
         return
     fit = max(1, chosen.memory.max_batch())
     schedule: list[tuple[int, int, int]] = []
     total_sched = total_single = 0.0
-    at_request = 0
-    for lo, hi in _schedule_ranges(ctx):
-        rep = req.batch_size if lo <= req.batch_size <= hi else max(1, min(round((lo * hi) ** 0.5), fit))
-        k = _range_gamma(ctx, chosen.method, rep)
+    at_request, capped = 0, []
+    ranges = [(lo, hi) for lo, hi in _schedule_ranges(ctx) if lo <= fit]  # more never run at once
+    for lo, hi in ranges:
+        rep = max(1, min(round((lo * hi) ** 0.5), fit))
+        own = k = _range_gamma(ctx, chosen.method, rep)
+        if schedule and k > schedule[-1][2]:
+            k = schedule[-1][2]
+            capped.append(f"{lo}-{hi} (γ={own} there)")
         total_sched += (_eval(ctx, chosen.method, k, rep, schedule=True).speedup if k
                         else 1 / (1 + schedule_cost(rep)))
-        total_single += max(_eval(ctx, chosen.method, chosen.gamma, rep).speedup, 0.0)
-        if lo <= req.batch_size <= hi:
+        total_single += _eval(ctx, chosen.method, chosen.gamma, rep).speedup
+        if lo <= min(req.batch_size, fit) <= hi:
             at_request = k
         if schedule and schedule[-1][2] == k:
             schedule[-1] = (schedule[-1][0], hi, k)
         else:
             schedule.append((lo, hi, k))
-    n = len(_schedule_ranges(ctx))
+    schedule[-1] = (schedule[-1][0], _schedule_ranges(ctx)[-1][1], schedule[-1][2])  # the last covers the rest
+    n = len(ranges)
+    kept = f"; γ kept from rising with batch at {', '.join(capped)}" if capped else ""
     if len({k for _, _, k in schedule}) < 2:
         ctx.schedule_note = (f"no schedule: one γ is best at every batch range, and a schedule alone costs "
-                             f"{schedule_cost(2):.0%}-{schedule_cost(189):.0%} TPOT (vllm#49548)")
+                             f"{schedule_cost(2):.0%}-{schedule_cost(189):.0%} TPOT (vllm#49548){kept}")
         return
     if total_sched <= total_single or not at_request:
-        ctx.schedule_note = (f"no schedule: with its own cost (vllm#49548) it averages {total_sched / n:.2f}x over the "
-                             f"batch ranges against {total_single / n:.2f}x for γ={chosen.gamma} alone")
+        why = (f"at batch {req.batch_size} it would run K=0" if not at_request else
+               f"with its own cost (vllm#49548) it averages {total_sched / n:.2f}x over the batch ranges against "
+               f"{total_single / n:.2f}x for γ={chosen.gamma} alone")
+        ctx.schedule_note = f"no schedule {[list(r) for r in schedule]}: {why}{kept}"
         return
     ctx.schedule = schedule
     ctx.chosen = _eval(ctx, chosen.method, at_request, req.batch_size, schedule=True)
-    ctx.schedule_note = (f"schedule {[list(r) for r in schedule]}: averages {total_sched / n:.2f}x over the batch "
-                         f"ranges against {total_single / n:.2f}x for γ={chosen.gamma} alone, its own cost "
-                         "(vllm#49548) counted")
+    ctx.schedule_note = (f"schedule {[list(r) for r in schedule]} (each range scored at its middle batch): averages "
+                         f"{total_sched / n:.2f}x over the ranges against {total_single / n:.2f}x for γ={chosen.gamma} "
+                         f"alone, its own cost (vllm#49548) counted; γ={at_request} at batch {req.batch_size}{kept}")
 
 
 def evidence_for(ctx: Context, e: Evaluation):
@@ -471,6 +485,7 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
     for rule in tree.rules:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
+    _task_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -478,6 +493,25 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
                  "the temperature rule sets")
     return steps
+
+
+def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
+    """Say on the task rule whether --task moved the chosen method's acceptance (published rows of that
+    task class) or not (no such rows: the method's median over other tasks is used)."""
+    e = ctx.chosen
+    step = next((s for s in steps if s.rule == "task"), None)
+    if step is None or e is None or e.method == "none":
+        return
+    from specops.planner.calibration import TASK_CLASS
+
+    cls = TASK_CLASS.get(ctx.request.task, ctx.request.task)
+    if f"(no {cls} row" in e.prior_source:
+        step.outcome += (f"; no published {cls} rows for {e.method}: its acceptance is the median over its other "
+                         f"tasks, so --task {ctx.request.task} does not change this prediction")
+    elif "borrowed from" in e.prior_source:
+        step.outcome += f"; {e.method}'s acceptance is borrowed from a related method ({e.prior_source})"
+    elif e.prior_source.startswith("published"):
+        step.outcome += f"; {e.method}'s acceptance from published {cls} rows"
 
 
 def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, priors: Priors | None = None,

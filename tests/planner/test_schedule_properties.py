@@ -1,0 +1,136 @@
+"""Per-batch γ schedules over a grid of models, GPUs, prompt lengths and asked batches: what a vLLM
+engineer accepts. Nothing is faked: the shipped catalogs, priors, tree and capability table.
+
+- γ never rises with batch; the last range covers every larger batch;
+- the schedule is the same whatever batch was asked (each range is scored at its own middle batch);
+- `num_speculative_tokens` is the schedule's largest K and the γ at the asked batch is its range's K;
+- a K=0 range is one where no γ beats no speculation at that range's middle batch;
+- no schedule where vLLM 0.33 would drop it (suffix), and the decision path says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache, lru_cache
+
+import pytest
+
+from specops.planner import RecommendRequest, recommend
+from specops.planner.calibration import default_priors
+from specops.planner.catalog import load_catalogs
+
+MODELS = [("llama-3.1-8b", 1), ("meta-llama/Llama-3.3-70B-Instruct", 4), ("Qwen/Qwen3-8B", 1), ("Qwen/Qwen3-32B", 2)]
+GPUS = ["H100", "A100-80GB", "L40S"]
+CONTEXTS = [256, 1024, 4096]
+ASKED = [32, 64, 256]
+
+
+@lru_cache(maxsize=1)
+def _shipped():
+    return load_catalogs(), default_priors()
+
+
+@cache
+def plan(model: str, gpus: int, gpu: str, ctx: int, batch: int, method: str | None = None):
+    cat, pri = _shipped()
+    req = RecommendRequest(model=model, gpu=gpu, gpus=gpus, context_len=ctx, output_len=256, batch_size=batch,
+                           method=method, allow_uncertain=True)
+    return recommend(req, catalogs=cat, priors=pri)
+
+
+def grid():
+    for (model, tp), gpu, ctx in itertools.product(MODELS, GPUS, CONTEXTS):
+        yield model, tp, gpu, ctx
+
+
+def _cost_step(p):
+    return next(s for s in p.decision_path if s.rule == "cost_model")
+
+
+def test_some_grid_points_ship_a_schedule_and_some_do_not():
+    shipped = [g for g in grid() if plan(*g, 64).num_speculative_tokens_per_batch_size]
+    assert 3 <= len(shipped) < len(list(grid()))
+
+
+@pytest.mark.parametrize("point", list(grid()), ids=lambda g: f"{g[0].split('/')[-1]}-{g[2]}-{g[3]}")
+def test_schedules_fall_with_batch_cover_every_batch_and_match_the_asked_batch(point):
+    seen = {}
+    for batch in ASKED:
+        p = plan(*point, batch)
+        step = _cost_step(p)
+        sched = p.num_speculative_tokens_per_batch_size
+        if p.method == "none":
+            continue
+        assert "schedule" in step.outcome  # shipped or not, the path says why
+        if not sched:
+            continue
+        seen[batch] = sched
+        ks = [k for _, _, k in sched]
+        assert ks == sorted(ks, reverse=True), sched
+        assert sched[0][0] == 1 and sched[-1][1] >= max(1024, batch)
+        assert all(a[1] + 1 == b[0] for a, b in zip(sched, sched[1:], strict=False))
+        assert p.num_speculative_tokens == max(ks)
+        at = next(k for lo, hi, k in sched if lo <= min(batch, p.memory.max_batch_that_fits) <= hi)
+        assert p.predicted.num_speculative_tokens_at_batch == at
+        assert p.vllm.speculative_config["num_speculative_tokens_per_batch_size"] == [list(r) for r in sched]
+    assert len({str(s) for s in seen.values()}) <= 1, seen
+
+
+def test_a_k0_range_is_one_where_no_gamma_pays_at_its_middle_batch():
+    """Recomputed from the performance model directly (not through recommend): at a K=0 range's middle
+    batch every γ of the method, with the schedule's cost, is slower than no speculation."""
+    from specops.planner.perfmodel import VLLM_PROFILE, DraftSpec, Setup, evaluate, head_params
+
+    cat, pri = _shipped()
+    checked = 0
+    for model_id, tp, gpu, ctx in grid():
+        p = plan(model_id, tp, gpu, ctx, 64)
+        sched = p.num_speculative_tokens_per_batch_size
+        if not sched or p.method not in ("eagle3", "ngram"):
+            continue
+        model = cat.model(model_id)
+        setup = Setup(model, cat.gpu(gpu), tp, VLLM_PROFILE)
+        draft = DraftSpec("ngram", None, 0.0) if p.method == "ngram" else \
+            DraftSpec("eagle3", p.draft, head_params(model, "eagle3") / 1e9, "3")
+        prior = pri.lookup(p.method, task="chat", generation=draft.generation, draft=draft.id)
+        for lo, hi, k in sched:
+            mid = max(1, min(round((lo * min(hi, 1024)) ** 0.5), p.memory.max_batch_that_fits))
+            best = max(evaluate(setup, draft, prior, gamma=g, kv_dtype=p.kv_cache_dtype, batch=mid, context_len=ctx,
+                                output_len=256, schedule=True).speedup for g in range(1, 8))
+            if k == 0:
+                assert best < 1.0, (model_id, gpu, ctx, lo, hi, best)
+                checked += 1
+            else:
+                assert best >= 1.0, (model_id, gpu, ctx, lo, hi, best)
+    assert checked >= 1
+
+
+def test_suffix_gets_no_schedule_and_the_path_says_vllm_drops_it():
+    p = plan("meta-llama/Llama-3.3-70B-Instruct", 4, "H100", 4096, 64, "suffix")
+    assert p.method == "suffix" and p.num_speculative_tokens_per_batch_size is None
+    assert "num_speculative_tokens_per_batch_size" not in p.vllm.speculative_config
+    assert "drops it for suffix" in _cost_step(p).outcome
+
+
+def test_the_path_names_the_tie_margin_when_a_better_row_was_passed_over():
+    p = plan("llama-3.1-8b", 1, "H100", 4096, 1)
+    best = max([p.predicted.speedup, *[a.speedup for a in p.alternatives if a.method == p.method]])
+    if best > p.predicted.speedup:
+        assert "tie margin" in _cost_step(p).outcome
+    else:  # the chosen row is the best shown
+        assert all(a.speedup <= p.predicted.speedup for a in p.alternatives)
+
+
+def test_task_rule_says_whether_the_task_moved_the_prediction():
+    code = plan_task("code")
+    chat = plan_task("chat")
+    step = next(s for s in code.decision_path if s.rule == "task")
+    if code.predicted.speedup == chat.predicted.speedup:
+        assert "does not change this prediction" in step.outcome
+    else:
+        assert "from published code rows" in step.outcome
+
+
+def plan_task(task: str):
+    cat, pri = _shipped()
+    return recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", task=task), catalogs=cat, priors=pri)
