@@ -285,6 +285,21 @@ def _meets(ctx: Context, e: Evaluation) -> bool:
     return ctx.request.tpot_ms is None or e.tpot_ms <= ctx.request.tpot_ms
 
 
+EXTRA_PACKAGE = {"suffix": "arctic-inference"}
+"""Methods that need a package the vLLM wheel does not bring (docs/reference: suffix decoding)."""
+
+
+def _second_hand(e: Evaluation) -> str:
+    """Why a candidate's case is weaker than its number: its acceptance is not its own (borrowed from a
+    related method, or a default) or it needs an extra package. Such candidates lose near-ties."""
+    why = []
+    if "borrowed from" in e.prior_source or e.prior_source.startswith("default"):
+        why.append("its acceptance is not its own (" + e.prior_source.split("(")[-1].rstrip(")") + ")")
+    if e.method in EXTRA_PACKAGE:
+        why.append(f"it needs {EXTRA_PACKAGE[e.method]}")
+    return " and ".join(why)
+
+
 def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
     feasible = [e for e in rows if _meets(ctx, e)] or rows
     best = max(_score(ctx, e) for e in feasible)
@@ -293,7 +308,7 @@ def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
 
     def rank(e: Evaluation) -> tuple:
         order = prefer.index(e.method) if e.method in prefer else len(prefer)
-        return (-_score(ctx, e) if e.method == "none" else 0, order, e.gamma)
+        return (-_score(ctx, e) if e.method == "none" else 0, bool(_second_hand(e)), order, e.gamma)
 
     top = [e for e in near if e.method != "none"] or near
     return min(top, key=rank)
@@ -340,7 +355,9 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
                f"(best of {len(rows)} candidates over {n_methods} methods)")
     if top is not picked and picked.method != "none" and not req.method and _score(ctx, top) > _score(ctx, picked):
         outcome += (f"; chosen over {top.method} γ={top.gamma} ({top.speedup:.2f}x): within the {NEAR_TIE:.0%} tie "
-                    "margin the tree's preference order, then the smaller γ, wins")
+                    "margin, a candidate with its own acceptance and no extra package, then the tree's preference "
+                    "order, then the smaller γ, wins"
+                    + (f" ({top.method}: {_second_hand(top)})" if _second_hand(top) else ""))
     if ctx.schedule_note:
         outcome += f"; {ctx.schedule_note}"
     if req.tpot_ms is not None and not _meets(ctx, chosen):

@@ -134,3 +134,13 @@ def test_task_rule_says_whether_the_task_moved_the_prediction():
 def plan_task(task: str):
     cat, pri = _shipped()
     return recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", task=task), catalogs=cat, priors=pri)
+
+
+def test_on_a_near_tie_ngram_beats_suffix_which_needs_an_extra_package():
+    """100K prompts: n-gram and suffix predict within 2% of each other; suffix needs arctic-inference (and
+    borrows acceptance where it has no rows of the task), so n-gram is picked and the path says why."""
+    cat, pri = _shipped()
+    p = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", context_len=100_000), catalogs=cat, priors=pri)
+    suffix = [a for a in p.alternatives if a.method == "suffix"]
+    assert p.method == "ngram" and suffix and suffix[0].speedup <= p.predicted.speedup * 1.03
+    assert "no extra package" in _cost_step(p).outcome
