@@ -129,6 +129,19 @@ class KubernetesBlock(_Strict):
     kserve: bool = Field(False, description="Also render a KServe LLMInferenceService.")
 
 
+class Expectations(_Strict):
+    """What the deployment should see, with where it came from: the alerts and runbooks compare the live
+    acceptance with these numbers (``specops recommend -o deployment`` writes them)."""
+
+    acceptance_rate: float = Field(ge=0, le=1, description="Expected vLLM accepted/drafted rate at this γ.")
+    break_even_acceptance_rate: float = Field(
+        ge=0, le=1, description="accepted/drafted below which this deployment is slower than without speculation.")
+    speedup: float | None = Field(None, gt=0, description="Expected speedup at `batch`.")
+    batch: int | None = Field(None, ge=1, description="Concurrent requests the numbers are for.")
+    gpu: str | None = Field(None, description="Hardware the numbers are for, e.g. `1x H100`.")
+    source: str = Field(description="Where the numbers come from: a prediction (with its prior) or a measurement.")
+
+
 class DeploymentSpec(_Strict):
     """One deployment: target, draft, speculation, engine, serving and platform."""
 
@@ -141,6 +154,8 @@ class DeploymentSpec(_Strict):
     serve: ServeBlock = Field(default_factory=ServeBlock, description="Serving.")
     local: LocalBlock = Field(default_factory=LocalBlock, description="Local-process settings.")
     kubernetes: KubernetesBlock = Field(default_factory=KubernetesBlock, description="Kubernetes settings.")
+    expectations: Expectations | None = Field(
+        None, description="Expected and break-even acceptance (per-deployment alert thresholds; see docs/kubernetes.md).")
 
     @field_validator("name")
     @classmethod

@@ -292,7 +292,7 @@ def render_objects(spec: DeploymentSpec, *, canary_of: str | None = None, replic
         objs.append(pod_monitor(spec, app=app))
         objs.append(prometheus_rule(app=app, namespace=spec.kubernetes.namespace,
                                     speculative=spec.speculative.method.lower() != "none",
-                                    thresholds=thresholds or AlertThresholds(),
+                                    thresholds=AlertThresholds.for_spec(spec, thresholds),
                                     labels=labels(app, app, "stable")))
     if spec.kubernetes.kserve:
         from specops.k8s.kserve import llm_inference_service

@@ -347,3 +347,13 @@ def best_gamma(rows: list[Evaluation], *, near_tie: float = 0.02) -> Evaluation 
     if best < 1.0:
         return None
     return min((e for e in rows if e.speedup >= best * (1 - near_tie)), key=lambda e: e.gamma)
+
+
+def break_even_rate(e: Evaluation) -> float | None:
+    """vLLM's accepted/drafted rate below which this candidate is slower than no speculation: the step
+    costs ``step = tpot·τ`` whatever is accepted, so speculation breaks even at τ* = step / baseline TPOT,
+    i.e. r* = (τ* − 1)/γ (τ = 1 + r·γ, vLLM's counters). None without speculation; above 1 it never pays."""
+    if e.gamma <= 0 or e.method == "none":
+        return None
+    step = e.tpot_ms * e.tau
+    return max(0.0, (step / e.baseline_tpot_ms - 1.0) / e.gamma)

@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specops.engines.argv import LaunchConfig, render_argv, speculative_config
-from specops.planner.perfmodel import Evaluation
+from specops.planner.perfmodel import Evaluation, break_even_rate
 from specops.planner.types import Alternative, DecisionStep, Memory, Plan, Predicted, VllmLaunch
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         num_speculative_tokens_at_batch=e.gamma if method != "none" else 0,
         meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
         acceptance_prior_source=e.prior_source,
+        break_even_acceptance_rate=_r(be, 3) if (be := break_even_rate(e)) is not None and method != "none" else None,
         speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
         evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
     )
@@ -142,7 +143,14 @@ def slug(text: str) -> str:
 
 def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
     """The DeploymentSpec (YAML users keep in git) for a plan."""
-    from specops.engines.spec import DNS1123_LABEL, DeploymentSpec, EngineBlock, ModelRef, SpeculativeBlock
+    from specops.engines.spec import (
+        DNS1123_LABEL,
+        DeploymentSpec,
+        EngineBlock,
+        Expectations,
+        ModelRef,
+        SpeculativeBlock,
+    )
     from specops.errors import InputError
 
     if name is not None and not DNS1123_LABEL.match(name):
@@ -158,7 +166,17 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
         engine=EngineBlock(vllm_version=plan.vllm.version, kv_cache_dtype=plan.kv_cache_dtype,
                            tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
                            quantization=_flag(plan.vllm.argv, "--quantization")),
+        expectations=_expectations(plan, Expectations),
     )
+
+
+def _expectations(plan: Plan, cls):
+    p = plan.predicted
+    if plan.method == "none" or p.break_even_acceptance_rate is None:
+        return None
+    return cls(acceptance_rate=p.acceptance_rate, break_even_acceptance_rate=min(1.0, p.break_even_acceptance_rate),
+               speedup=p.speedup, batch=p.effective_batch, gpu=f"{plan.gpus}x {plan.gpu}",
+               source=f"specops recommend (predicted; acceptance prior: {p.acceptance_prior_source[:160]})")
 
 
 def _flag(argv: list[str], flag: str) -> str | None:

@@ -179,6 +179,9 @@ class Predicted(_Strict):
     num_speculative_tokens_at_batch: int = Field(description="γ in effect at the request's batch (schedule applied).")
     meets_tpot_target: bool | None = Field(None, description="Whether tpot_ms meets --tpot-ms (null: no target).")
     acceptance_prior_source: str = Field(description="Where α came from: a published row, or 'measured: N samples'.")
+    break_even_acceptance_rate: float | None = Field(
+        None, description="vLLM's accepted/drafted below which this configuration is slower than no speculation "
+        "(same step-time model; null without speculation).")
     speedup_low: float | None = Field(None, description="Lower end of the speedup's range, from the cross-validated "
                                       "residuals of similar published rows (null: no speculation, or a measured model).")
     speedup_high: float | None = Field(None, description="Upper end of that range.")

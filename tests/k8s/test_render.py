@@ -126,7 +126,7 @@ def test_pod_monitor_relabels_the_deployment_label_into_specops_deployment(spec)
 
 def test_prometheus_rule_alerts_on_acceptance_rate_and_tpot_per_deployment(spec):
     rule = by_kind(render_manifests(spec, thresholds={"min_acceptance_rate": 0.55, "max_tpot_seconds": 0.05}))[
-        "PrometheusRule"]
+        "PrometheusRule"]  # an explicit warning threshold overrides the one from the spec's expectations
     rules = {r["alert"]: r for r in rule["spec"]["groups"][0]["rules"]}
     acc = rules["SpecopsLowAcceptanceRate"]["expr"]
     assert "vllm:spec_decode_num_accepted_tokens_total" in acc and "vllm:spec_decode_num_draft_tokens_total" in acc
@@ -134,7 +134,9 @@ def test_prometheus_rule_alerts_on_acceptance_rate_and_tpot_per_deployment(spec)
     tpot = rules["SpecopsHighTPOT"]["expr"]
     assert "histogram_quantile(0.9" in tpot and "vllm:request_time_per_output_token_seconds_bucket" in tpot
     assert "specops_deployment" in tpot and tpot.rstrip().endswith("> 0.05")
-    assert AlertThresholds().min_acceptance_rate == 0.4
+    assert rules["SpecopsAcceptanceBelowBreakEven"]["expr"].rstrip().endswith(
+        f"< {spec.expectations.break_even_acceptance_rate}")
+    assert AlertThresholds().min_acceptance_rate is None  # no number for every method and γ
 
 
 def test_a_bad_gpu_resource_name_is_an_input_error(spec):
