@@ -78,6 +78,8 @@ def _show(report, output: str) -> None:
         _table(report)
     for name, why in report.unseen.items():
         typer.echo(f"unseen: {name}: {why}", err=True)
+    for name, why in report.not_watched.items():
+        typer.echo(f"not watched: {name}: {why}", err=True)
 
 
 def _table(r) -> None:
@@ -86,7 +88,8 @@ def _table(r) -> None:
     echo = typer.echo
     when = time.strftime("%H:%M:%S", time.localtime(r.at))
     q = f", {r.queries} queries" if r.queries is not None else ""
-    echo(f"{when} cycle {r.outcome}: {len(r.seen)} seen, {len(r.unseen)} unseen ({r.duration_s:.2f}s{q})")
+    echo(f"{when} cycle {r.outcome}: {len(r.seen)} seen, {len(r.unseen)} unseen, {len(r.not_watched)} not watched "
+         f"({r.duration_s:.2f}s{q})")
     if r.error:
         echo(f"  source: {r.error}" + (f"; retry in {r.retry_in_s:.0f}s" if r.retry_in_s else ""))
     for f in r.findings:

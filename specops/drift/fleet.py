@@ -119,15 +119,68 @@ def _schedule(dep) -> list[tuple[int, int, int]] | None:
     return [tuple(r) for r in sched] if sched else None
 
 
+LIVE = ("running", "starting", "adopted")
+
+
+def method_of(dep) -> str | None:
+    """The registered method, else the one in the recorded argv's --speculative-config (an engine adopted
+    or registered without --method still says what it runs); "none" when the argv has no speculation."""
+    if dep.method:
+        return dep.method
+    argv = dep.argv_redacted or []
+    if not argv:
+        return None
+    import json
+
+    for i, a in enumerate(argv):
+        raw = a.split("=", 1)[1] if a.startswith("--speculative-config=") else (
+            argv[i + 1] if a == "--speculative-config" and i + 1 < len(argv) else None)
+        if raw is not None:
+            try:
+                method = json.loads(raw).get("method")
+            except (ValueError, AttributeError):
+                return None
+            return str(method) if method else None
+    return "none"
+
+
 def speculating(dep) -> bool:
-    return bool(dep.method) and dep.method != "none" and dep.status in ("running", "starting", "adopted")
+    method = method_of(dep)
+    return bool(method) and method != "none" and dep.status in LIVE
+
+
+def _argv_gamma(dep) -> int | None:
+    import json
+
+    argv = dep.argv_redacted or []
+    for i, a in enumerate(argv):
+        raw = a.split("=", 1)[1] if a.startswith("--speculative-config=") else (
+            argv[i + 1] if a == "--speculative-config" and i + 1 < len(argv) else None)
+        if raw is not None:
+            try:
+                k = json.loads(raw).get("num_speculative_tokens")
+            except (ValueError, AttributeError):
+                return None
+            return k if isinstance(k, int) and 0 < k <= 64 else None
+    return None
+
+
+def not_watched_reason(dep) -> str | None:
+    """Why a registered deployment is deliberately not watched (None: it should be)."""
+    if dep.status not in LIVE:
+        return f"status {dep.status}: nothing to watch until it runs again"
+    if method_of(dep) == "none":
+        return "runs without speculation: no acceptance to watch"
+    return None
 
 
 def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | None = None,
-                  names: list[str] | None = None, skipped: dict[str, str] | None = None
-                  ) -> tuple[list[WatchTarget], dict]:
-    """WatchTargets for the registered deployments that speculate (or ``names``), and their rows. A
-    row that cannot be watched goes into ``skipped`` (name -> why) instead."""
+                  names: list[str] | None = None, skipped: dict[str, str] | None = None,
+                  ignored: dict[str, str] | None = None) -> tuple[list[WatchTarget], dict]:
+    """WatchTargets for the registered deployments that speculate (or ``names``), and their rows. Every
+    other row is accounted for: one that should be watched but cannot goes into ``skipped`` (name -> why,
+    with the fix: unseen), one that is deliberately not watched (stopped, no speculation) into
+    ``ignored`` (name -> why)."""
     floors = floors or Floors(None, None)
     store = store or HistoryStore(reg)
     rows = reg.list_deployments()
@@ -137,7 +190,16 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
 
         raise unknown("deployment", missing[0], [d.name for d in rows],
                       fix="name a registered deployment (`specops deployment list`), or drop -d to watch all")
+    ignored = {} if ignored is None else ignored
     deps = {d.name: d for d in rows if (names is None and speculating(d)) or (names is not None and d.name in names)}
+    for d in rows:
+        if d.name in deps or (names is not None and d.name not in names):
+            continue
+        if (why := not_watched_reason(d)) is not None:
+            ignored[d.name] = why
+        else:  # live, and neither the row nor its argv says what it runs
+            skipped[d.name] = (f"registered without a method and its recorded argv does not say one; register it "
+                               f"with `specops deployment register {d.name} --method METHOD --endpoint URL ...`")
     baselines = store.baselines(list(deps))
     drafts = {}
     for d in deps.values():
@@ -149,7 +211,7 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
     targets = []
     for name, d in sorted(deps.items()):
         draft = drafts.get(d.draft_ref) if d.draft_ref else None
-        gamma = d.num_speculative_tokens or 0
+        gamma = d.num_speculative_tokens or _argv_gamma(d) or 0
         try:
             targets.append(WatchTarget(
                 name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),

@@ -102,6 +102,8 @@ class CycleReport(BaseModel):
         description="ok: saw everything; partial: some deployments unseen; retry: the source failed; fatal.")
     seen: list[str] = Field(default_factory=list)
     unseen: dict[str, str] = Field(default_factory=dict, description="Deployment -> why it was not seen.")
+    not_watched: dict[str, str] = Field(default_factory=dict, description="Registered deployments deliberately "
+                                        "not watched (stopped, no speculation) -> why.")
     findings: list[Finding] = Field(default_factory=list)
     proposals: list[GammaProposal] = Field(default_factory=list)
     actions: list[ActionRecord] = Field(default_factory=list)

@@ -58,8 +58,9 @@ class Watcher:
         self.store = HistoryStore(reg)
         self.fps = LiveFingerprints()
         self.skipped: dict[str, str] = {}
+        self.ignored: dict[str, str] = {}
         targets, self.rows = watch_targets(reg, floors=profile_floors(options.profile), store=self.store,
-                                           names=options.deployments, skipped=self.skipped)
+                                           names=options.deployments, skipped=self.skipped, ignored=self.ignored)
         if reader is None and options.prometheus_url:
             from specops.metrics.prometheus import PrometheusReader
 
@@ -92,6 +93,7 @@ class Watcher:
     def cycle(self, *, wait_store: bool = True) -> CycleReport:
         """One cycle; with ``wait_store`` (the default) its windows are in the registry on return."""
         report = self.monitor.run_cycle()
+        report.not_watched.update(self.ignored)
         if self.skipped:  # rows that could not be watched are unseen, named with why (exit 2 for --once)
             report.unseen.update(self.skipped)
             if report.outcome == "ok":

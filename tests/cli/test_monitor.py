@@ -49,7 +49,7 @@ def test_monitor_once_exits_2_and_names_the_deployment_it_could_not_see(cli, fle
     r = cli("monitor", "--once")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "unseen: ghost: direct scrape failed: cannot reach http://127.0.0.1:9/metrics" in r.stderr
-    assert "1 seen, 1 unseen" in r.stdout
+    assert "1 seen, 1 unseen, 0 not watched" in r.stdout
 
 
 def test_a_swapped_target_is_flagged_and_the_runbook_names_it(cli, fleet, engine):

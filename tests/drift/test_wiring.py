@@ -186,6 +186,35 @@ def test_only_deployments_that_speculate_and_run_are_watched(reg, tmp_path, engi
     assert _watcher(reg)[0].targets == ["chat"]
 
 
+def test_every_registered_deployment_is_accounted_for_in_every_cycle(reg, tmp_path, engine):
+    """Watched, unseen with the fix, or not watched with why: none silently dropped. A deployment
+    registered without a method is watched when its recorded argv says what it runs."""
+    make_fleet(reg, tmp_path, engine.url)
+    reg.upsert_deployment("plain", platform="local", status="running", method="none", endpoint=engine.url)
+    reg.upsert_deployment("old", platform="local", status="stopped", method="ngram", endpoint=engine.url)
+    reg.upsert_deployment("bare", platform="local", status="adopted", endpoint=engine.url)
+    reg.upsert_deployment("from-argv", platform="local", status="adopted", endpoint=engine.url,
+                          argv_redacted=["vllm", "serve", "m", "--speculative-config",
+                                         '{"method": "ngram", "num_speculative_tokens": 4}'])
+    engine.advance(300, 0.7)
+    w = _watcher(reg)[0]
+    assert sorted(w.targets) == ["chat", "from-argv"]
+    report = w.once()
+    accounted = set(report.seen) | set(report.unseen) | set(report.not_watched)
+    assert accounted == {d.name for d in reg.list_deployments()}
+    assert "from-argv" in report.seen
+    assert "without speculation" in report.not_watched["plain"] and "stopped" in report.not_watched["old"]
+    fix = report.unseen["bare"]
+    assert "without a method" in fix and "specops deployment register bare --method" in fix
+    assert report.exit_code == 2
+    # follow the fix: register the method, and the next cycle watches it
+    reg.upsert_deployment("bare", platform="local", status="adopted", method="ngram", num_speculative_tokens=3,
+                          endpoint=engine.url)
+    engine.advance(300, 0.7)
+    again = _watcher(reg)[0].once()
+    assert "bare" in again.seen and "bare" not in again.unseen
+
+
 def test_the_acceptance_drop_runbook_names_the_changed_target(reg, tmp_path, engine):
     f = make_fleet(reg, tmp_path, engine.url)
     _baseline(reg, engine)
