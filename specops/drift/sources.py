@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
