@@ -1,4 +1,8 @@
-"""Read vLLM speculative-decoding metrics from Prometheus (PromQL through ``prometheus-api-client``).
+"""Read vLLM speculative-decoding metrics from Prometheus (PromQL instant queries over HTTP).
+
+Each query is one ``GET /api/v1/query`` through specops.metrics.http.exchange (one overall deadline,
+a body cap, no retries), not prometheus-api-client: its requests session has a per-read timeout
+only (a Prometheus that drips its answer hung the command) and urllib3's retry warnings on stderr.
 
 One query per quantity, each ``sum by (specops_deployment, model_name)`` over all deployments at
 once (a constant number of queries, however large the fleet). A group is the ``specops_deployment``

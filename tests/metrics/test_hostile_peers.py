@@ -274,3 +274,19 @@ def test_credentials_in_a_prometheus_url_are_kept_out_of_validate_rows_doctor_an
     with sqlite3.connect(specops_home / "specops.db") as con:
         dump = "\n".join(con.iterdump())
     assert "s3cret" not in dump
+
+
+def test_one_absurd_group_in_prometheus_is_left_out_and_the_rest_is_measured(peer):
+    from datetime import datetime, timedelta, timezone
+
+    from specops.metrics.prometheus import PrometheusReader
+
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "good"}, "value": [1, "5"]},
+        {"metric": {"model_name": "bad"}, "value": [1, "NaN"]}]}})
+    s = peer({"/api/v1/query": (200, body)}, content_type="application/json")
+    reader = PrometheusReader(s.url)
+    end = datetime.now(timezone.utc)
+    found = reader.measure(end - timedelta(seconds=60), end)
+    assert list(found) == ["good"] and found["good"].num_drafts == 5
+    assert "answered nan" in reader.bad["bad"]
