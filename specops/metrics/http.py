@@ -46,10 +46,11 @@ class Answer:
 def exchange(method: str, url: str, *, deadline_s: float = 10.0, headers: dict | None = None,
              json: object = None, params: dict | None = None, verify: bool | str = True,
              max_bytes: int = MAX_BODY, fix: str = "check that the server is running and the URL/port is right",
-             slow_fix: str = "a healthy server answers well within this") -> Answer:
+             slow_fix: str = "a healthy server answers well within this", who: str | None = None) -> Answer:
     """``method url`` within ``deadline_s`` overall and ``max_bytes`` of body; ``MeasurementError``
-    when it cannot be reached, misses the deadline or sends too much. The URL in messages is redacted."""
-    shown = redact_url(url).split("?", 1)[0]
+    when it cannot be reached, misses the deadline or sends too much. Messages name the peer as
+    ``who`` (e.g. "Prometheus at URL"), else by its URL, always redacted."""
+    shown = who or redact_url(url).split("?", 1)[0]
     box: dict = {}
     cancelled = threading.Event()
 
@@ -97,5 +98,5 @@ def exchange(method: str, url: str, *, deadline_s: float = 10.0, headers: dict |
         raise MeasurementError(f"{shown} did not answer within {deadline_s:g}s", f"{fix}; {slow_fix}")
     if isinstance(exc, httpx.ConnectError) and "CERTIFICATE" in str(exc).upper():
         raise MeasurementError(f"TLS verification failed for {shown}", fix)
-    detail = str(exc).replace(url, shown)[:120] if exc is not None else ""
+    detail = str(exc).replace(url, redact_url(url))[:120] if exc is not None else ""
     raise MeasurementError(f"cannot reach {shown} ({exc.__class__.__name__}: {detail or 'no answer'})", fix)

@@ -134,7 +134,8 @@ class PrometheusReader:
                       "for a test server)")
         answer = exchange("GET", self.url + "/api/v1/query", deadline_s=deadline, headers=self._headers,
                           params=params, verify=self.verify, fix=reach,
-                          slow_fix="a healthy Prometheus answers an instant query in well under a second")
+                          slow_fix="a healthy Prometheus answers an instant query in well under a second",
+                          who=f"Prometheus at {self.url}")
         try:
             data = json.loads(answer.body)
         except ValueError:
