@@ -148,6 +148,8 @@ class MetricsSource:
     def _direct(self, deps: list) -> dict[str, Observation | Unseen]:
         """Scrape ``deps`` concurrently within the cycle budget; one that has not finished by then is
         unseen with the reason (its daemon thread is abandoned: nothing waits for it, not even exit)."""
+        from specops.metrics.http import redact_url
+
         if not deps:
             return {}
         self.scrapes += len(deps)
@@ -156,7 +158,7 @@ class MetricsSource:
         for dep in deps:
             got = results.get(dep.name)
             out[dep.name] = got if got is not None else Unseen(
-                f"could not evaluate: the direct scrape of {dep.endpoint} did not finish within the cycle "
+                f"could not evaluate: the direct scrape of {redact_url(dep.endpoint)} did not finish within the cycle "
                 f"budget of {self.budget_s:g}s")
         self._save_state()
         return out

@@ -54,6 +54,15 @@ def exchange(method: str, url: str, *, deadline_s: float = 10.0, headers: dict |
     box: dict = {}
     cancelled = threading.Event()
 
+    if isinstance(verify, str):  # a CA bundle path (httpx 0.28 wants an SSL context for it)
+        import ssl
+
+        try:
+            verify = ssl.create_default_context(cafile=verify)
+        except (OSError, ssl.SSLError) as exc:
+            raise MeasurementError(f"cannot read the CA bundle {verify} for {shown} ({exc.__class__.__name__})",
+                                   "fix prometheus_ca_file (a PEM file of the CA certificates)") from None
+
     def work() -> None:
         import httpx
 
