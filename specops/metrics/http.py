@@ -11,6 +11,7 @@ nor a signal waits for it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +32,15 @@ def redact_url(url: str) -> str:
         return str(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_context():
+    import ssl
+
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 @dataclass
@@ -54,7 +64,9 @@ def exchange(method: str, url: str, *, deadline_s: float = 10.0, headers: dict |
     box: dict = {}
     cancelled = threading.Event()
 
-    if isinstance(verify, str):  # a CA bundle path (httpx 0.28 wants an SSL context for it)
+    if verify is True:
+        verify = _default_context()  # built once: loading the CA bundle costs ~10-50 ms a client
+    elif isinstance(verify, str):  # a CA bundle path (httpx 0.28 wants an SSL context for it)
         import ssl
 
         try:
