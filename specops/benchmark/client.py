@@ -11,6 +11,7 @@ request's own acceptance from the final chunk.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -44,8 +45,37 @@ def completion_body(model: str, prompt: str, max_tokens: int, stream: bool = Tru
     return body
 
 
+def _deadline(client) -> float | None:
+    """The overall deadline of one request: the client's timeout, which httpx applies per read only
+    (a server that drips bytes would otherwise hold a request, and the run, for as long as it likes)."""
+    timeout = getattr(client, "timeout", None)
+    value = getattr(timeout, "read", None)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def _bounded(call, client, index: int, sent_at: float) -> RequestResult:
+    deadline = _deadline(client)
+    try:
+        return await asyncio.wait_for(call, deadline)
+    except asyncio.TimeoutError:
+        return RequestResult(index=index, ok=False, sent_at=sent_at,
+                             error=f"no complete answer within {deadline:g}s (the request's overall deadline)")
+
+
 async def plain_completion(client, url: str, body: dict, index: int, sent_at: float,
                            headers: dict | None = None) -> RequestResult:
+    """One non-streaming completion within the client's timeout overall (see ``_plain_completion``)."""
+    return await _bounded(_plain_completion(client, url, body, index, sent_at, headers), client, index, sent_at)
+
+
+async def stream_completion(client, url: str, body: dict, index: int, sent_at: float,
+                            headers: dict | None = None) -> RequestResult:
+    """One streaming completion within the client's timeout overall (see ``_stream_completion``)."""
+    return await _bounded(_stream_completion(client, url, body, index, sent_at, headers), client, index, sent_at)
+
+
+async def _plain_completion(client, url: str, body: dict, index: int, sent_at: float,
+                            headers: dict | None = None) -> RequestResult:
     """One non-streaming completion: end-to-end time and usage only (no TTFT/TPOT). The server does
     one response per request instead of one chunk per token, so on a small box the client and the API
     server take far less CPU from the engine. Never raises for server/network errors."""
@@ -73,8 +103,8 @@ async def plain_completion(client, url: str, body: dict, index: int, sent_at: fl
     return res
 
 
-async def stream_completion(client, url: str, body: dict, index: int, sent_at: float,
-                            headers: dict | None = None) -> RequestResult:
+async def _stream_completion(client, url: str, body: dict, index: int, sent_at: float,
+                             headers: dict | None = None) -> RequestResult:
     """Send one streaming completion and time it. Never raises for server/network errors."""
     import httpx
 

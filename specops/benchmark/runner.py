@@ -44,7 +44,10 @@ async def _model_info(client, target: Target, headers: dict) -> tuple[str, int |
 
     url = base_url(target.endpoint) + "/v1/models"
     try:
-        resp = await client.get(url, headers=headers, timeout=10)
+        resp = await asyncio.wait_for(client.get(url, headers=headers, timeout=10), 10)
+    except asyncio.TimeoutError:
+        raise MeasurementError(f"{url} did not answer within 10s",
+                               "check that the engine is running; a healthy engine answers in milliseconds") from None
     except httpx.HTTPError as exc:
         raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__})",
                                "check that the engine is running and the URL/port is right") from None
@@ -52,7 +55,14 @@ async def _model_info(client, target: Target, headers: dict) -> tuple[str, int |
         fix = "set --api-key-env to the variable holding its key" if resp.status_code == 401 else \
             "point at an OpenAI-compatible vLLM server"
         raise MeasurementError(f"{url} answered HTTP {resp.status_code}", fix)
-    models = {m["id"]: m for m in resp.json().get("data", [])}
+    try:
+        models = {m["id"]: m for m in resp.json()["data"]}
+        if not all(isinstance(k, str) and k and isinstance(v, dict) for k, v in models.items()):
+            raise TypeError("ids are not names")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MeasurementError(f"{url} did not answer like an OpenAI-compatible server (a JSON object whose "
+                               f"data lists models with an id; {exc.__class__.__name__})",
+                               "point at a vLLM server's base URL") from None
     name = target.served_name or (next(iter(models)) if len(models) == 1 else None)
     if name is None or name not in models:
         raise InputError(f"{target.endpoint} serves {', '.join(models) or 'no models'}; "
@@ -64,8 +74,8 @@ async def _prompt_tokens(client, endpoint: str, model: str, prompts: list[str], 
     out = []
     for p in prompts:
         try:
-            r = await client.post(base_url(endpoint) + "/tokenize", json={"model": model, "prompt": p},
-                                  headers=headers, timeout=10)
+            r = await asyncio.wait_for(client.post(base_url(endpoint) + "/tokenize", json={"model": model, "prompt": p},
+                                                   headers=headers, timeout=10), 10)
             out.append(int(r.json()["count"]) if r.status_code == 200 else len(p.encode()))
         except Exception:  # noqa: BLE001 - an upper bound is enough to cap max_tokens
             out.append(len(p.encode()))

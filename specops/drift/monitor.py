@@ -200,6 +200,7 @@ class Monitor:
             return self._failed(at, t0, f"{exc.__class__.__name__}: {exc}", None)
         self.failures = 0
         report = CycleReport(at=at, outcome="ok", queries=getattr(self.source, "queries", None))
+        report.notes += [str(n) for n in (getattr(self.source, "notes", None) or [])]  # e.g. Prometheus failed
         for name in names:
             obs = as_observation(name, fetched.get(name))
             if isinstance(obs, Unseen):

@@ -150,16 +150,17 @@ class ActionRecord(BaseModel):
 
 def post_webhook(url: str, payload: dict, timeout: float = 5.0) -> None:
     """POST a JSON notification; transient failures become ``Retry``."""
-    import httpx
+    from specops.errors import MeasurementError
+    from specops.metrics.http import exchange
 
-    try:
-        r = httpx.post(url, json=payload, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise Retry(60, f"webhook unreachable: {exc.__class__.__name__}") from None
-    if r.status_code >= 500:
-        raise Retry(60, f"webhook answered {r.status_code}")
-    if r.status_code >= 400:
-        raise Fatal(f"webhook refused the notification ({r.status_code})")
+    try:  # one overall deadline: a webhook that drips its answer cannot hold the monitor's cycle
+        code = exchange("POST", url, json=payload, deadline_s=timeout, max_bytes=1024 * 1024).status
+    except MeasurementError as exc:
+        raise Retry(60, f"webhook unreachable: {exc.message}") from None
+    if code >= 500:
+        raise Retry(60, f"webhook answered {code}")
+    if code >= 400:
+        raise Fatal(f"webhook refused the notification ({code})")
 
 
 class NotifyOnlyExecutor:

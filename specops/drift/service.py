@@ -155,6 +155,10 @@ class _Recording:
     def queries(self) -> int:
         return self.inner.queries
 
+    @property
+    def notes(self) -> list[str]:
+        return list(getattr(self.inner, "notes", []))
+
     def _writer(self) -> None:
         import time
 

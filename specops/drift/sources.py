@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
+import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -41,7 +43,10 @@ class PrometheusSource:
         out: dict[str, Observation | Unseen] = {}
         for name in deployments:
             m = found.get(name)
-            if m is None:
+            bad = getattr(self.reader, "bad", {}).get(name)
+            if m is None and bad:
+                out[name] = Unseen(f"could not evaluate: {bad}")
+            elif m is None:
                 out[name] = Unseen("no vllm:* series for this deployment in the window")
             elif m.empty_window:
                 out[name] = Unseen("no drafts in the window (no traffic)")
@@ -67,15 +72,16 @@ class MetricsSource:
     def __init__(self, deployments: dict, clock, *, reader=None, window_s: float = 60.0,
                  fingerprint: Callable | None = None, uptime: Callable | None = None,
                  state_path: Path | None = None, save_state: bool = True, scrape: Callable | None = None,
-                 max_workers: int = 8) -> None:
+                 max_workers: int = 8, budget_s: float = 30.0) -> None:
         from specops.metrics.scrape import scrape as real_scrape
 
         self.deployments, self.clock, self.reader, self.window_s = deployments, clock, reader, window_s
         self.fingerprint = fingerprint or (lambda dep: (dep.target_fingerprint, "recorded at deploy"))
         self.uptime = uptime or local_uptime
         self.state_path, self.scrape, self.max_workers = state_path, scrape or real_scrape, max_workers
-        self.save_state = save_state
+        self.save_state, self.budget_s = save_state, budget_s
         self.queries = self.scrapes = 0
+        self.notes: list[str] = []  # about the last fetch (a Prometheus failure behind direct scrapes)
         self.last: dict[str, dict] = self._load_state()
         self.last_measurements: dict = {}
 
@@ -93,7 +99,7 @@ class MetricsSource:
             return
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.last))
+        tmp.write_text(json.dumps(dict(self.last)))  # a late abandoned scrape may still write
         os.replace(tmp, self.state_path)
 
     # --- one cycle -----------------------------------------------------------------------------------
@@ -101,6 +107,8 @@ class MetricsSource:
         names = list(deployments)
         end = datetime.fromtimestamp(self.clock.now(), tz=timezone.utc)
         found, prom_error = self._prometheus(end)
+        bad = getattr(self.reader, "bad", {}) if self.reader is not None else {}
+        self.notes = []
         out: dict[str, Observation | Unseen] = {}
         direct = []
         for name in names:
@@ -110,10 +118,15 @@ class MetricsSource:
                 out[name] = self._observe(dep, m)
             elif dep is not None and dep.endpoint:
                 direct.append(dep)
+                why = prom_error or _bad_for(bad, name, dep)
+                if why:
+                    self.notes.append(f"{name}: measured by a direct /metrics scrape because Prometheus failed "
+                                      f"({why})")
             elif dep is None:
                 out[name] = Unseen("not a registered deployment")
             else:
-                why = f"Prometheus: {prom_error}" if prom_error else "Prometheus has no vllm:* series for it"
+                failed = prom_error or _bad_for(bad, name, dep)
+                why = f"Prometheus: {failed}" if failed else "Prometheus has no vllm:* series for it"
                 out[name] = Unseen(f"{why}; no endpoint recorded to scrape directly" if self.reader
                                    else "no endpoint recorded and no Prometheus configured")
         out.update(self._direct(direct))
@@ -128,18 +141,29 @@ class MetricsSource:
         try:
             return self.reader.measure(end - timedelta(seconds=self.window_s), end), None
         except MeasurementError as exc:
+            if hasattr(self.reader, "bad"):
+                self.reader.bad = {}
             return {}, exc.one_line()
 
     def _direct(self, deps: list) -> dict[str, Observation | Unseen]:
+        """Scrape ``deps`` concurrently within the cycle budget; one that has not finished by then is
+        unseen with the reason (its daemon thread is abandoned: nothing waits for it, not even exit)."""
+        from specops.metrics.http import redact_url
+
         if not deps:
             return {}
         self.scrapes += len(deps)
-        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(deps))) as pool:
-            results = list(pool.map(self._scrape_one, deps))
+        results = run_bounded(self._scrape_one, deps, workers=self.max_workers, budget_s=self.budget_s)
+        out = {}
+        for dep in deps:
+            got = results.get(dep.name)
+            out[dep.name] = got if got is not None else Unseen(
+                f"could not evaluate: the direct scrape of {redact_url(dep.endpoint)} did not finish within the cycle "
+                f"budget of {self.budget_s:g}s")
         self._save_state()
-        return dict(results)
+        return out
 
-    def _scrape_one(self, dep) -> tuple[str, Observation | Unseen]:
+    def _scrape_one(self, dep) -> Observation | Unseen:
         from specops.metrics.derive import delta, pick_group
         from specops.metrics.types import Snapshot
 
@@ -154,11 +178,11 @@ class MetricsSource:
                 before = Snapshot(source=after.source, taken_at=start, groups={})
             m = delta(before, after, group)
         except SpecopsError as exc:
-            return dep.name, Unseen(f"direct scrape failed: {exc.one_line()}")
+            return Unseen(f"direct scrape failed: {exc.one_line()}")
         self.last[dep.name] = after.model_copy(update={"groups": {group: after.groups[group]}}).model_dump(mode="json")
         m.deployment = dep.name
         uptime = (after.taken_at - after.process_start).total_seconds() if after.process_start else self.uptime(dep)
-        return dep.name, self._observe(dep, m, uptime)
+        return self._observe(dep, m, uptime)
 
     def _observe(self, dep, m, uptime: float | None = None) -> Observation | Unseen:
         self.last_measurements[dep.name] = m
@@ -167,6 +191,53 @@ class MetricsSource:
             uptime = self.uptime(dep)
         m = m.model_copy(update={"deployment": dep.name})
         return observation_from_measurement(m, uptime_s=uptime, target_fingerprint=fp)
+
+
+def run_bounded(fn: Callable, items: list, *, workers: int, budget_s: float) -> dict:
+    """``{item.name: fn(item)}`` for the items done within ``budget_s``, on at most ``workers`` daemon
+    threads. Unlike a ThreadPoolExecutor, nothing waits for a stuck call: not the caller (it stops
+    waiting at the budget), not an interrupt (the wait is a plain Event wait, so a signal's exception
+    is raised at once), not the interpreter's exit. An exception of ``fn`` is re-raised here."""
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for item in items:
+        todo.put(item)
+    results: dict = {}
+    errors: list[BaseException] = []
+    lock, done = threading.Lock(), threading.Event()
+
+    def worker() -> None:
+        while True:
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                value = fn(item)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+                value = None
+            with lock:
+                results[item.name] = value
+                if len(results) == len(items):
+                    done.set()
+    for i in range(max(1, min(workers, len(items)))):
+        threading.Thread(target=worker, daemon=True, name=f"specops-scrape-{i}").start()
+    until = time.monotonic() + budget_s
+    while not done.is_set() and not errors and time.monotonic() < until:
+        done.wait(min(0.5, max(0.0, until - time.monotonic())))
+    if errors:
+        raise errors[0]
+    with lock:
+        return {k: v for k, v in results.items() if v is not None}
+
+
+def _bad_for(bad: dict, name: str, dep) -> str | None:
+    """Why Prometheus' samples for this deployment were left out (by name, else served name)."""
+    if name in bad:
+        return bad[name]
+    if dep is not None and dep.served_model_name and dep.served_model_name in bad:
+        return bad[dep.served_model_name]
+    return None
 
 
 def _pick(found: dict, name: str, dep):

@@ -240,7 +240,8 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, *, timeout_s: float, log
                  progress: Progress | None = None, poll_s: float = 1.0) -> float:
     """Poll ``/health`` until 200; returns seconds waited. Engine exit or timeout -> EngineError
     (the process group is stopped first, so nothing is left running)."""
-    import httpx
+    from specops.errors import MeasurementError
+    from specops.metrics.http import exchange
 
     t0 = time.monotonic()
     last_note = -10.0
@@ -253,9 +254,9 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, *, timeout_s: float, log
                               f"{last_lines(log_path)}",
                               f"read the full log in {log_path} and fix the spec or the model folder")
         try:
-            if httpx.get(base_url + "/health", timeout=2.0).status_code == 200:
+            if exchange("GET", base_url + "/health", deadline_s=2.0).status == 200:
                 return waited
-        except httpx.HTTPError:
+        except MeasurementError:
             pass
         if waited > timeout_s:
             stop_group(proc.pid, None, grace_s=10)

@@ -75,9 +75,8 @@ def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0
 
 def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
     """Status of one deployment or all of them."""
-    import httpx
-
-    from specops.errors import SpecopsError
+    from specops.errors import MeasurementError, SpecopsError
+    from specops.metrics.http import exchange
 
     reg = _open(registry)
     rows = [reg.get_deployment(name)] if name else reg.list_deployments()
@@ -94,9 +93,9 @@ def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
                 st.uptime_s = round(local.uptime_s(start), 1)
             if running and row.endpoint:
                 try:
-                    code = httpx.get(row.endpoint + "/health", timeout=3.0).status_code
+                    code = exchange("GET", row.endpoint + "/health", deadline_s=3.0).status
                     st.health = "ok" if code == 200 else f"HTTP {code}"
-                except httpx.HTTPError:
+                except MeasurementError:
                     st.health = "unreachable"
                 if st.health == "ok":
                     try:

@@ -39,9 +39,8 @@ def measure_engine(deployment: str, endpoint: str, served_name: str | None, prom
                    max_tokens: int = 48, gamma: int = 3, api_key_env: str | None = None,
                    draft: str | None = None) -> EngineAcceptance:
     """Send ``prompts`` one by one (greedy, ``ignore_eos``) and read the counters' deltas."""
-    import httpx
-
     from specops.metrics import delta, pick_group, scrape
+    from specops.metrics.http import exchange, redact_url
 
     if not prompts:
         raise InputError("no canary prompts", "give at least one held-out prompt")
@@ -49,18 +48,14 @@ def measure_engine(deployment: str, endpoint: str, served_name: str | None, prom
     before = scrape(endpoint, headers=headers)
     group = pick_group(before, served_name)
     t0 = time.monotonic()
-    with httpx.Client(timeout=600) as client:
-        for p in prompts:
-            body = {"model": served_name or group, "prompt": p, "max_tokens": max_tokens, "temperature": 0.0,
-                    "ignore_eos": True}
-            try:
-                r = client.post(endpoint.rstrip("/") + "/v1/completions", json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                raise MeasurementError(f"cannot reach {endpoint} ({exc.__class__.__name__})",
-                                       f"check the engine: specops status {deployment}") from None
-            if r.status_code != 200:
-                raise MeasurementError(f"{endpoint}/v1/completions answered HTTP {r.status_code}",
-                                       f"check the engine log: specops logs {deployment}")
+    for p in prompts:  # each request within one overall deadline (a dripping engine cannot hold it)
+        body = {"model": served_name or group, "prompt": p, "max_tokens": max_tokens, "temperature": 0.0,
+                "ignore_eos": True}
+        r = exchange("POST", endpoint.rstrip("/") + "/v1/completions", json=body, headers=headers,
+                     deadline_s=600.0, fix=f"check the engine: specops status {deployment}")
+        if r.status != 200:
+            raise MeasurementError(f"{redact_url(endpoint)}/v1/completions answered HTTP {r.status}",
+                                   f"check the engine log: specops logs {deployment}")
     seconds = time.monotonic() - t0
     m = delta(before, scrape(endpoint, headers=headers), group)
     if m.counter_reset or not m.num_draft_tokens or not m.num_drafts:

@@ -87,6 +87,11 @@ def measure_prometheus(url: str | None, groups: list[str | None], window_s: floa
                                    "pick one with --deployment or --served-name")
         wanted = list(found)
     group = next((g for g in wanted if g in found), None)
+    bad = next((reader.bad[g] for g in wanted if g in reader.bad), None)
+    if group is None and bad:
+        from specops.metrics.prometheus import BAD_FIX
+
+        raise MeasurementError(bad, BAD_FIX)
     if group is None:
         raise MeasurementError(f'Prometheus has no vllm:* series for "{wanted[0]}" in the window.'
                                f"{did_you_mean(wanted[0], found)} (seen: {', '.join(sorted(found))})",

@@ -1,4 +1,8 @@
-"""Read vLLM speculative-decoding metrics from Prometheus (PromQL through ``prometheus-api-client``).
+"""Read vLLM speculative-decoding metrics from Prometheus (PromQL instant queries over HTTP).
+
+Each query is one ``GET /api/v1/query`` through specops.metrics.http.exchange (one overall deadline,
+a body cap, no retries), not prometheus-api-client: its requests session has a per-read timeout
+only (a Prometheus that drips its answer hung the command) and urllib3's retry warnings on stderr.
 
 One query per quantity, each ``sum by (specops_deployment, model_name)`` over all deployments at
 once (a constant number of queries, however large the fleet). A group is the ``specops_deployment``
@@ -22,6 +26,7 @@ from specops.metrics.derive import fill_rates, set_tpot
 from specops.metrics.types import Measurement
 
 BY = "specops_deployment, model_name"
+BAD_FIX = "check what Prometheus scrapes for it (these series cannot come from a vLLM engine)"
 
 
 def _sel(name: str) -> str:
@@ -61,7 +66,9 @@ def prometheus_settings(url_flag: str | None = None) -> dict:
                          "pass --prometheus-url URL or set SPECOPS_PROMETHEUS_URL")
     url = str(url).rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise InputError(f'Prometheus URL "{url}" is not an http(s) URL', "use e.g. http://prometheus:9090")
+        from specops.metrics.http import redact_url
+
+        raise InputError(f'Prometheus URL "{redact_url(url)}" is not an http(s) URL', "use e.g. http://prometheus:9090")
     token = setting("prometheus_token")
     token_file = setting("prometheus_token_file")
     if not token and token_file:
@@ -78,86 +85,132 @@ def prometheus_settings(url_flag: str | None = None) -> dict:
 
 
 class PrometheusReader:
-    """PromQL reads for all deployments at once."""
+    """PromQL reads for all deployments at once. Every query is one bounded HTTP exchange
+    (specops.metrics.http.exchange: ``timeout`` seconds overall, connect to last byte, and a body
+    cap); ``measure`` also bounds its queries together (``budget_s``). No retries: the monitor's loop
+    retries with backoff, and a one-shot command says what failed."""
 
-    def __init__(self, url: str, token: str | None = None, verify: bool | str = True, timeout: float = 10.0):
+    def __init__(self, url: str, token: str | None = None, verify: bool | str = True, timeout: float = 10.0,
+                 budget_s: float = 30.0):
         from urllib.parse import urlsplit
 
-        from prometheus_api_client import PrometheusConnect
-        from urllib3.util.retry import Retry
-
         parts = urlsplit(url)
-        if parts.username or parts.password:  # it would be echoed in errors, reports and the registry
+        if parts.username or parts.password or "@" in parts.netloc:  # echoed in errors, reports, the registry
             raise InputError("the Prometheus URL contains credentials",
                              "remove them from the URL and put a bearer token in SPECOPS_PROMETHEUS_TOKEN "
                              "(or the file named by prometheus_token_file)")
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._conn = PrometheusConnect(url=self.url, headers=headers, disable_ssl=verify is False,
-                                       retry=Retry(total=1, backoff_factor=0.1), timeout=timeout)
-        if isinstance(verify, str):
-            self._conn._session.verify = verify
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.verify, self.timeout, self.budget_s = verify, timeout, budget_s
+        self._until: float | None = None  # monotonic end of the current measure()'s budget
+        self.bad: dict[str, str] = {}
+        """Groups the last ``measure`` left out, with what was wrong with their samples (the others
+        are still measured: one absurd series does not blind the fleet)."""
 
     @classmethod
     def from_settings(cls, url_flag: str | None = None) -> PrometheusReader:
         return cls(**prometheus_settings(url_flag))
 
     def query(self, promql: str, at: datetime | None = None) -> list[dict]:
-        import requests
-        from prometheus_api_client import PrometheusApiClientException
+        """One instant query: its result, a list of ``{metric, value}`` samples (MeasurementError otherwise)."""
+        import json
+        import time
 
-        params = {"time": f"{at.timestamp():.3f}"} if at else None
+        from specops.metrics.http import exchange
+
+        deadline = self.timeout
+        if self._until is not None:
+            deadline = min(deadline, self._until - time.monotonic())
+            if deadline <= 0:
+                raise MeasurementError(f"Prometheus at {self.url} did not answer the {len(QUERIES)} queries of one "
+                                       f"measurement within {self.budget_s:g}s",
+                                       "check the Prometheus server's load and the network to it")
+        params = {"query": promql}
+        if at:
+            params["time"] = f"{at.timestamp():.3f}"
+        reach = "check --prometheus-url / SPECOPS_PROMETHEUS_URL and that it is running"
+        if self.verify is not False and self.url.startswith("https://"):
+            reach += ("; for a private CA set prometheus_ca_file to its bundle (prometheus_insecure: true "
+                      "for a test server)")
+        answer = exchange("GET", self.url + "/api/v1/query", deadline_s=deadline, headers=self._headers,
+                          params=params, verify=self.verify, fix=reach,
+                          slow_fix="a healthy Prometheus answers an instant query in well under a second",
+                          who=f"Prometheus at {self.url}")
         try:
-            result = self._conn.custom_query(promql, params=params)
-            if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
-                raise ValueError("result is not a list of series")
-            return result
-        except requests.exceptions.SSLError:
-            raise MeasurementError(f"TLS verification failed for Prometheus at {self.url}",
-                                   "set prometheus_ca_file to its CA bundle (or prometheus_insecure: true "
-                                   "for a test server)") from None
-        except requests.exceptions.RequestException as exc:
-            raise MeasurementError(f"cannot reach Prometheus at {self.url} ({exc.__class__.__name__})",
-                                   "check --prometheus-url / SPECOPS_PROMETHEUS_URL and that it is running") from None
-        except PrometheusApiClientException as exc:
-            status = str(exc).split("(", 1)[0].strip()
-            hint = ("check SPECOPS_PROMETHEUS_TOKEN / the token file" if "401" in status or "403" in status
-                    else "check the Prometheus version (2.x or later) and the URL")
-            raise MeasurementError(f"Prometheus at {self.url} refused the query ({status})", hint) from None
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise MeasurementError(f"{self.url} did not answer like a Prometheus API (a malformed or error "
-                                   "answer to an instant query)",
-                                   "point --prometheus-url at the Prometheus server root") from None
+            data = json.loads(answer.body)
+        except ValueError:
+            data = None
+        if answer.status in (401, 403):
+            raise MeasurementError(f"Prometheus at {self.url} refused the query (HTTP {answer.status})",
+                                   "check SPECOPS_PROMETHEUS_TOKEN / the token file")
+        if isinstance(data, dict) and data.get("status") == "error":
+            kind = str(data.get("errorType", "error"))[:40]
+            why = str(data.get("error", ""))[:160]
+            raise MeasurementError(f"Prometheus at {self.url} refused the query (HTTP {answer.status}, {kind}: "
+                                   f"{why or 'no reason given'})",
+                                   "check the Prometheus version (2.x or later) and the URL")
+        if answer.status != 200:
+            raise MeasurementError(f"Prometheus at {self.url} answered HTTP {answer.status}"
+                                   + ("" if isinstance(data, dict) else " and not JSON"),
+                                   "point --prometheus-url at the Prometheus server root")
+        result = data.get("data") if isinstance(data, dict) and data.get("status") == "success" else None
+        if not isinstance(result, dict):
+            raise MeasurementError(f"{self.url} did not answer like a Prometheus API (not a JSON object with "
+                                   "status \"success\" and data)",
+                                   "point --prometheus-url at the Prometheus server root")
+        kind, rows = result.get("resultType"), result.get("result")
+        if kind != "vector" or not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            got = f"a {kind}" if kind != "vector" else "a result that is not a list of samples"
+            raise MeasurementError(f"Prometheus at {self.url} answered {str(got)[:40]} to an instant query "
+                                   "(expected a vector: a list of {metric, value} samples)",
+                                   "point --prometheus-url at the Prometheus server root (not a proxy that "
+                                   "rewrites answers)")
+        return rows
 
     def ping(self) -> None:
         self.query("vector(1)")
 
     def measure(self, start: datetime, end: datetime) -> dict[str, Measurement]:
-        """Measurements of every group over [start, end] (13 queries, whatever the fleet size)."""
+        """Measurements of every group over [start, end] (13 queries, whatever the fleet size); a
+        group with a malformed, NaN or infinite sample is left out and named in ``self.bad``."""
         seconds = max(1, math.ceil((end - start).total_seconds()))
         window = f"{seconds}s"
-        results = {key: self.query(q.replace("$w", window), at=end) for key, q in QUERIES.items()}
+        import time
+
+        self._until = time.monotonic() + self.budget_s
+        try:
+            results = {key: self.query(q.replace("$w", window), at=end) for key, q in QUERIES.items()}
+        finally:
+            self._until = None
         from specops.metrics.parse import position
 
         groups: dict[str, dict] = {}
+        self.bad = {}
         for key, rows in results.items():
             for row in rows:
+                labels = row.get("metric")
+                if not isinstance(labels, dict):
+                    raise MeasurementError(f"Prometheus at {self.url} answered a sample without labels for {key} "
+                                           f"({str(row)[:120]})", "check the Prometheus server; a sample is "
+                                           "{metric: {...}, value: [time, \"number\"]}")
+                name, label = _group(labels)
+                if name in self.bad:
+                    continue
                 try:
-                    labels = row.get("metric") or {}
-                    name, label = _group(labels)
                     value = float(row["value"][1])
                     pos = position(labels.get("position", "0")) if key == "per_pos" else None
                     le = float(labels.get("le", "+Inf")) if key == "tpot_bucket" else None
-                except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-                    raise MeasurementError(f"Prometheus at {self.url} answered a malformed sample for {key} "
-                                           f"({str(row)[:120]})", "check the Prometheus server and what it "
-                                           "scrapes; a sample is {metric: {...}, value: [time, \"number\"]}") from None
-                if math.isnan(value) or (key == "per_pos" and pos is None):
-                    continue  # no sample, or not a draft position (0-63)
-                if math.isinf(value) and key != "tpot_bucket":
-                    raise MeasurementError(f"Prometheus at {self.url} answered {value} for {key} of {name or '?'}: "
-                                           "an increase or a gauge is a finite number",
-                                           "check what Prometheus scrapes; these series cannot come from a vLLM engine")
+                except (KeyError, TypeError, ValueError, IndexError):
+                    self.bad[name] = (f"Prometheus at {self.url} answered a malformed sample for {key} of "
+                                      f"{name or '?'} ({str(row)[:120]}; a sample is "
+                                      '{metric: {...}, value: [time, "number"]})')
+                    continue
+                if key == "per_pos" and pos is None:
+                    continue  # not a draft position (0-63)
+                if math.isnan(value) or (math.isinf(value) and key != "tpot_bucket"):
+                    self.bad[name] = (f"Prometheus at {self.url} answered {value} for {key} of {name or '?'} "
+                                      "(an increase or a gauge of a vLLM engine is a finite number)")
+                    continue
                 slot = groups.setdefault(name, {"label": label, "per_pos": {}, "tpot_bucket": {}})
                 if key == "per_pos":
                     slot["per_pos"][pos] = value
@@ -165,6 +218,10 @@ class PrometheusReader:
                     slot["tpot_bucket"][le] = value
                 else:
                     slot[key] = value
+        for name in self.bad:
+            groups.pop(name, None)
+        if not groups and self.bad:
+            raise MeasurementError(next(iter(self.bad.values())), BAD_FIX)
         if not groups:
             raise MeasurementError(f"Prometheus at {self.url} holds no vllm:* series in the {window} before "
                                    f"{end.isoformat(timespec='seconds')}",

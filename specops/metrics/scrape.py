@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
 
 from specops.errors import InputError, MeasurementError
+from specops.metrics.http import MAX_BODY, exchange, redact_url
 from specops.metrics.parse import parse_metrics_text
 from specops.metrics.types import Snapshot
 
@@ -15,7 +16,7 @@ def base_url(endpoint: str) -> str:
     endpoint = (endpoint or "").strip()
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InputError(f'endpoint "{endpoint}" is not an http(s) URL',
+        raise InputError(f'endpoint "{redact_url(endpoint)}" is not an http(s) URL',
                          "pass the engine's base URL, e.g. http://127.0.0.1:8000")
     if parts.username or parts.password:
         raise InputError("the endpoint URL contains credentials",
@@ -31,38 +32,16 @@ def metrics_url(endpoint: str) -> str:
     return base_url(endpoint) + "/metrics"
 
 
-MAX_BODY = 16 * 1024 * 1024  # a vLLM /metrics page is tens of KiB; a /v1/models answer less
-
-
 def get_bounded(url: str, *, deadline_s: float = 10.0, headers: dict | None = None,
                 max_bytes: int = MAX_BODY) -> tuple[int, bytes]:
     """GET ``url`` within one overall deadline (connect, headers and the whole body; a server that
-    drips bytes cannot hold it open) and a body size cap. Returns (status, body); MeasurementError when
-    the server cannot be reached, misses the deadline or sends too much."""
-    import time
-
-    import httpx
-
-    t0 = time.monotonic()
-    fix = "check that the engine is running and the URL/port is right"
-    try:
-        with httpx.stream("GET", url, timeout=httpx.Timeout(deadline_s / 2), headers=headers or {},
-                          follow_redirects=False) as resp:
-            chunks, size = [], 0
-            for chunk in resp.iter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    raise MeasurementError(f"{url} sent more than {max_bytes // (1024 * 1024)} MiB", fix)
-                if time.monotonic() - t0 > deadline_s:
-                    raise MeasurementError(f"{url} did not finish its answer within {deadline_s:g}s "
-                                           f"({size} bytes so far)", fix + "; a healthy engine answers in milliseconds")
-                chunks.append(chunk)
-            return resp.status_code, b"".join(chunks)
-    except httpx.HTTPError as exc:
-        if isinstance(exc, httpx.TimeoutException) and time.monotonic() - t0 > deadline_s / 2:
-            raise MeasurementError(f"{url} did not answer within {deadline_s:g}s", fix) from None
-        raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__}: {str(exc)[:120] or 'no answer'})",
-                               fix) from None
+    drips bytes cannot hold it open) and a body size cap (specops.metrics.http.exchange). Returns
+    (status, body); MeasurementError when the server cannot be reached, misses the deadline or sends
+    too much."""
+    a = exchange("GET", url, deadline_s=deadline_s, headers=headers, max_bytes=max_bytes,
+                 fix="check that the engine is running and the URL/port is right",
+                 slow_fix="a healthy engine answers in milliseconds")
+    return a.status, a.body
 
 
 def fetch_text(endpoint: str, timeout: float = 10.0, headers: dict | None = None) -> str:
@@ -81,15 +60,32 @@ def scrape(endpoint: str, timeout: float = 10.0, headers: dict | None = None) ->
 
 
 async def ascrape(client, endpoint: str, timeout: float = 10.0) -> Snapshot:
-    """Async scrape with a caller's ``httpx.AsyncClient`` (used during benchmark runs)."""
+    """Async scrape with a caller's ``httpx.AsyncClient`` (used during benchmark runs), within one
+    overall deadline of ``timeout`` seconds and the body cap."""
+    import asyncio
+
     import httpx
 
     url = metrics_url(endpoint)
+    fix = "check that the engine is running and the URL/port is right"
+
+    async def get() -> tuple[int, bytes]:
+        async with client.stream("GET", url, timeout=timeout) as resp:
+            body = bytearray()
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise MeasurementError(f"{url} sent more than {MAX_BODY // (1024 * 1024)} MiB", fix)
+            return resp.status_code, bytes(body)
+
     try:
-        resp = await client.get(url, timeout=timeout)
+        status, body = await asyncio.wait_for(get(), timeout)
+    except asyncio.TimeoutError:
+        raise MeasurementError(f"{url} did not finish its answer within {timeout:g}s",
+                               fix + "; a healthy engine answers in milliseconds") from None
     except httpx.HTTPError as exc:
-        raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__})",
-                               "check that the engine is running and the URL/port is right") from None
-    if resp.status_code != 200:
-        raise MeasurementError(f"{url} answered HTTP {resp.status_code}", "point at a vLLM server's base URL")
-    return parse_metrics_text(resp.text, source=url, taken_at=datetime.now(timezone.utc))
+        raise MeasurementError(f"cannot reach {url} ({exc.__class__.__name__})", fix) from None
+    if status != 200:
+        raise MeasurementError(f"{url} answered HTTP {status}", "point at a vLLM server's base URL")
+    return parse_metrics_text(body.decode("utf-8", errors="replace"), source=url,
+                              taken_at=datetime.now(timezone.utc))

@@ -22,14 +22,33 @@ def respond(endpoint: str, model: str, prompts: list[str], max_tokens: int, api_
     rows = []
     with httpx.Client(base_url=endpoint.rstrip("/"), headers=headers, timeout=timeout) as client:
         for i, text in enumerate(prompts):
-            r = client.post("/v1/chat/completions", json={
+            r = _post_bounded(client, "/v1/chat/completions", {
                 "model": model, "messages": [{"role": "user", "content": text}], "temperature": 0,
-                "max_tokens": max_tokens})
+                "max_tokens": max_tokens}, timeout)
             r.raise_for_status()
             answer = r.json()["choices"][0]["message"]["content"] or ""
             rows.append({"id": f"p{i}", "conversations": [{"role": "user", "content": text},
                                                          {"role": "assistant", "content": answer}]})
     return rows
+
+
+def _post_bounded(client, path: str, body: dict, deadline_s: float):
+    """POST within ``deadline_s`` overall, body capped at 16 MiB: httpx's timeout is per read, so a
+    server that drips bytes is cut off here (checked at each chunk; this job may not import
+    specops.metrics, whose exchange bounds it exactly)."""
+    import time
+
+    import httpx
+
+    t0 = time.monotonic()
+    with client.stream("POST", path, json=body) as r:
+        data = bytearray()
+        for chunk in r.iter_raw():  # raw: the Response below decodes by its headers, once
+            data += chunk
+            if time.monotonic() - t0 > deadline_s or len(data) > 16 * 1024 * 1024:
+                raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g}s (or over 16 MiB)",
+                                        request=r.request)
+        return httpx.Response(r.status_code, headers=r.headers, content=bytes(data), request=r.request)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,9 +111,8 @@ class RemoteDeployer:
     api_key_env: str | None = None
 
     def start(self, config: EngineConfig) -> EngineHandle:
-        import httpx
-
         from specops.metrics import base_url
+        from specops.metrics.http import exchange
 
         url = self.endpoints.get(config.key)
         if url is None:
@@ -121,9 +120,9 @@ class RemoteDeployer:
                               f"pass --endpoint-for {config.key}=URL, or leave it out of --methods/--gammas")
         url = base_url(url)
         try:
-            httpx.get(url + "/v1/models", timeout=10)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"cannot reach {url} for {config.key} ({exc.__class__.__name__})",
+            exchange("GET", url + "/v1/models", deadline_s=10.0)
+        except MeasurementError as exc:
+            raise EngineError(f"cannot reach {url} for {config.key} ({exc.message})",
                               "check that the engine is running and the URL is right") from None
         return EngineHandle(url, self.served_name or "", None, config=config)
 

@@ -152,3 +152,141 @@ def test_an_import_with_a_negative_gamma_is_refused_and_writes_nothing(cli, tmp_
     r = cli("lineage", "import", str(f))
     _exit_2_one_line(r)
     assert "d2" not in [d["name"] for d in json.loads(cli("deployment", "list", "-o", "json").stdout)]
+
+
+# --- every malformed answer of the issue, through the CLI -----------------------------------------
+
+MODELS = json.dumps({"data": [{"id": "tiny"}]})
+
+
+def _vector(value) -> str:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "tiny"}, "value": [1, value]}]}})
+
+
+ENGINE_MODELS = {  # /v1/models answers -> `deployment register` exits 2 saying so, and records nothing
+    "models as HTML": "<html>hello</html>",
+    "models as a list": "[1, 2]",
+    "models without id": json.dumps({"data": [{"name": "tiny"}]}),
+}
+ENGINE_SERIES = {  # absurd label or value on an otherwise good page -> ignored, and the note names it
+    "process start 1e+20": ("process_start_time_seconds 1e+20", "process_start_time_seconds 1e+20 is not a time"),
+    'position="two"': ('vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny",'
+                       'position="two"} 1.0', 'position="two" is not a draft position'),
+    'le="abc"': ('vllm:request_time_per_output_token_seconds_bucket{engine="0",model_name="tiny",le="abc"} 3.0',
+                 'le="abc" is not a bucket bound'),
+}
+PROMETHEUS = {  # answer to every instant query -> what the one-line error says
+    '{"status":"error"}': ((400, json.dumps({"status": "error", "errorType": "bad_data", "error": "nope"})),
+                           "refused the query (HTTP 400, bad_data: nope)"),
+    'result: "oops"': ((200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": "oops"}})),
+                       "a result that is not a list of samples"),
+    'value "abc"': ((200, _vector("abc")), "malformed sample"),
+    "no value": ((200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "tiny"}}]}})), "malformed sample"),
+    "a matrix": ((200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"model_name": "tiny"}, "values": [[1, "1"]]}]}})), "answered a matrix"),
+    "+Inf": ((200, _vector("+Inf")), "answered inf"),
+    "NaN": ((200, _vector("NaN")), "answered nan"),
+    "HTML": ((200, "<html>login</html>"), "did not answer like a Prometheus API"),
+}
+
+
+def _one_line_error(r, what: str) -> None:
+    _exit_2_one_line(r, what)
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "To fix:" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("case", list(ENGINE_MODELS))
+def test_every_malformed_models_answer_is_one_line_exit_2(cli, peer, case):
+    s = peer({"/metrics": (200, GOOD), "/v1/models": (200, ENGINE_MODELS[case])})
+    _one_line_error(cli("deployment", "register", "x", "--endpoint", s.url), "did not answer like an OpenAI")
+
+
+@pytest.mark.parametrize("command", ["metrics", "register"])
+@pytest.mark.parametrize("case", list(ENGINE_SERIES))
+def test_every_absurd_engine_series_is_ignored_with_a_note_naming_it(cli, peer, case, command):
+    """Not exit 2: the rest of the page is a good measurement, and the note says what was dropped
+    (issue 25: 'the rest ignored with a note'); never exit 1 or 3."""
+    extra, note = ENGINE_SERIES[case]
+    s = peer({"/metrics": (200, GOOD + extra + "\n"), "/v1/models": (200, MODELS)})
+    if command == "metrics":
+        r = cli("metrics", "--endpoint", s.url, "-o", "json")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert any(note in n for n in json.loads(r.stdout)["notes"]), r.stdout
+    else:
+        r = cli("deployment", "register", "x", "--endpoint", s.url, "-o", "json")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert json.loads(r.stdout)["num_speculative_tokens"] == 3  # the good positions 0-2
+
+
+@pytest.mark.parametrize("case", list(PROMETHEUS))
+def test_every_malformed_prometheus_answer_is_one_line_exit_2_from_metrics(cli, peer, case):
+    answer, what = PROMETHEUS[case]
+    s = peer({"/api/v1/query": answer}, content_type="application/json")
+    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", s.url, "--served-name", "tiny")
+    _one_line_error(r, what)
+
+
+@pytest.mark.parametrize("case", list(PROMETHEUS))
+def test_every_malformed_prometheus_answer_is_could_not_evaluate_in_validate(cli, peer, case):
+    answer, what = PROMETHEUS[case]
+    s = peer({"/api/v1/query": answer}, content_type="application/json")
+    assert cli("deployment", "register", "d", "--endpoint", "http://127.0.0.1:9", "--method", "ngram",
+               "--served-name", "tiny", "--no-check").returncode == 0
+    r = cli("validate", "-c", "ops", "-d", "d", "--prometheus-url", s.url, "-o", "json")
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr  # ops also has registry checks
+    row = next(x for x in json.loads(r.stdout)["results"] if x["id"] == "ops.acceptance-floor")
+    assert row["status"] == "error" and what in row["message"], row  # could not evaluate, never pass
+
+
+def test_a_prometheus_that_drips_is_cut_off_at_the_deadline(cli, peer):
+    s = peer({"/api/v1/query": (200, _vector("1"))}, drip_s=2.0, content_type="application/json")
+    t0 = time.monotonic()
+    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", s.url, "--served-name", "tiny",
+            timeout=120)
+    took = time.monotonic() - t0
+    _one_line_error(r, "did not finish its answer within 10s")
+    assert took < 20, took  # was: 2 s a byte for the whole body (requests' timeout is per read)
+
+
+@pytest.mark.parametrize("url", ["ftp://alice:s3cret@127.0.0.1:9", "http://alice:s3cret@127.0.0.1:9"])
+def test_credentials_in_an_engine_url_are_never_echoed(cli, url):
+    for args in (["metrics", "--endpoint", url], ["deployment", "register", "x", "--endpoint", url]):
+        r = cli(*args)
+        _exit_2_one_line(r)
+        assert "s3cret" not in r.stderr + r.stdout, r.stderr
+
+
+def test_credentials_in_a_prometheus_url_are_kept_out_of_validate_rows_doctor_and_the_registry(
+        cli, specops_home):
+    url = "http://alice:s3cret@127.0.0.1:9"
+    assert cli("deployment", "register", "d", "--endpoint", "http://127.0.0.1:9", "--method", "ngram",
+               "--served-name", "tiny", "--no-check").returncode == 0
+    v = cli("validate", "-c", "ops", "-d", "d", "--prometheus-url", url, "-o", "json")
+    doctor = cli("doctor", "-o", "json", env={"SPECOPS_PROMETHEUS_URL": url})
+    bad_scheme = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", "ftp://alice:s3cret@h:9",
+                     "--served-name", "tiny")
+    for r in (v, doctor, bad_scheme):
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
+        assert "s3cret" not in r.stdout + r.stderr, r.stdout + r.stderr
+    with sqlite3.connect(specops_home / "specops.db") as con:
+        dump = "\n".join(con.iterdump())
+    assert "s3cret" not in dump
+
+
+def test_one_absurd_group_in_prometheus_is_left_out_and_the_rest_is_measured(peer):
+    from datetime import datetime, timedelta, timezone
+
+    from specops.metrics.prometheus import PrometheusReader
+
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"model_name": "good"}, "value": [1, "5"]},
+        {"metric": {"model_name": "bad"}, "value": [1, "NaN"]}]}})
+    s = peer({"/api/v1/query": (200, body)}, content_type="application/json")
+    reader = PrometheusReader(s.url)
+    end = datetime.now(timezone.utc)
+    found = reader.measure(end - timedelta(seconds=60), end)
+    assert list(found) == ["good"] and found["good"].num_drafts == 5
+    assert "answered nan" in reader.bad["bad"]
