@@ -95,7 +95,7 @@ def _pod_spec(o: MonitorManifestOptions, args: list[str], restart: str) -> dict:
     ]
     container = {"name": "monitor", "image": o.image, "args": args, "env": env,
                  "envFrom": [{"configMapRef": {"name": o.name}}],
-                 "ports": [{"name": "metrics", "containerPort": o.metrics_port}],
+                 "ports": [{"name": "metrics", "containerPort": o.metrics_port, "protocol": "TCP"}],
                  "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
                  "securityContext": sec, "volumeMounts": [{"name": "home", "mountPath": "/var/lib/specops"}]}
     if restart == "Always":
