@@ -34,10 +34,12 @@ def connect(api_client=None):
     """An ``ApiClient``: the one given, else from KUBECONFIG / ~/.kube/config, else in-cluster."""
     if api_client is not None:
         return api_client
+    import os
+
     from kubernetes import config
 
-    try:
-        return config.new_client_from_config()
+    try:  # KUBECONFIG read now: the client reads it once, at import, and a later change would be ignored
+        return config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
     except Exception as exc:  # kubeconfig missing or malformed
         try:
             config.load_incluster_config()
