@@ -53,7 +53,7 @@ def reapply_spec(spec: DeploymentSpec, *, reason: str, registry=None, api_client
     live = cluster.get("apps/v1", "Deployment", spec.name, ns)
     if live is None or not is_managed(live):
         raise InputError(f'no specops-managed Deployment "{spec.name}" in namespace {ns} to change',
-                         f"deploy it first (`specops deploy SPEC --platform kubernetes`) or check the namespace")
+                         "deploy it first (`specops deploy SPEC --platform kubernetes`) or check the namespace")
     if canary_of is None:
         canary_of = (live["metadata"].get("annotations") or {}).get(r.ANN_CANARY_OF)
     replicas = (live.get("spec") or {}).get("replicas")

@@ -68,6 +68,18 @@ def gamma_of(dep: dict) -> int | None:
     return json.loads(args[args.index("--speculative-config") + 1])["num_speculative_tokens"]
 
 
+def cli_in(folder):
+    """The real `specops` CLI in a subprocess, run in ``folder`` (it writes manifests/ there)."""
+    import os
+    import subprocess
+    import sys
+
+    def run(*args, timeout=180):
+        return subprocess.run([sys.executable, "-m", "specops", *args], capture_output=True, text=True,
+                              env=dict(os.environ), timeout=timeout, cwd=str(folder))
+    return run
+
+
 def managers(obj: dict) -> dict[str, str]:
     return {f["manager"]: f["operation"] for f in obj["metadata"].get("managedFields") or []}
 
@@ -126,14 +138,15 @@ def test_kubernetes_1_20_refuses_a_service_port_without_protocol_which_specops_n
 
 
 def test_a_field_another_manager_changed_is_a_one_line_conflict_and_force_conflicts_takes_it_over(
-        spec, llm_ns, fake_kubelet, real_cluster, tmp_path, cli):
+        spec, llm_ns, fake_kubelet, real_cluster, tmp_path):
     from kubernetes.dynamic import DynamicClient
 
     from specops.engines.spec import dump_spec
 
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(dump_spec(in_ns(spec, llm_ns)))
-    first = cli("deploy", str(spec_file), "--platform", "kubernetes", timeout=180)
+    cli = cli_in(tmp_path)
+    first = cli("deploy", str(spec_file), "--platform", "kubernetes")
     assert first.returncode == 0, first.stderr
     # an on-call engineer scales it by server-side apply under their own manager name
     dyn = DynamicClient(real_cluster.api_client())
@@ -142,15 +155,16 @@ def test_a_field_another_manager_changed_is_a_one_line_conflict_and_force_confli
                                      "metadata": {"name": STABLE, "namespace": llm_ns}, "spec": {"replicas": 3}},
                           name=STABLE, namespace=llm_ns, field_manager="oncall", force_conflicts=True)
 
-    refused = cli("deploy", str(spec_file), "--platform", "kubernetes", timeout=180)
+    refused = cli("deploy", str(spec_file), "--platform", "kubernetes")
     assert refused.returncode == 2
     err = refused.stderr.strip().splitlines()[-1]
     assert err.startswith("error: applying Deployment") and '"oncall"' in err and ".spec.replicas" in err
     assert "To fix: rerun with --force-conflicts" in err
     assert deployment(real_cluster, llm_ns, STABLE)["spec"]["replicas"] == 3  # nothing overwritten
 
-    forced = cli("deploy", str(spec_file), "--platform", "kubernetes", "--force-conflicts", timeout=180)
+    forced = cli("deploy", str(spec_file), "--platform", "kubernetes", "--force-conflicts")
     assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "manifests" / STABLE / "deployment.yaml").is_file()
     dep = deployment(real_cluster, llm_ns, STABLE)
     assert dep["spec"]["replicas"] == 1
     owners = [f["manager"] for f in dep["metadata"]["managedFields"]
