@@ -215,8 +215,10 @@ def test_canary_promote_moves_the_canary_config_into_the_stable(spec, llm_ns, fa
     assert claim is None or claim["metadata"].get("deletionTimestamp")
     reg = open_registry()
     assert reg.get_deployment(CANARY).status == "stopped"
-    assert reg.get_deployment(STABLE).num_speculative_tokens == 5
-    assert reg.events(subject=STABLE, kind="promote")
+    row = reg.get_deployment(STABLE)
+    assert row.platform == "kubernetes" and row.status == "running" and row.labels["namespace"] == llm_ns
+    assert row.num_speculative_tokens == 5  # the canary's configuration now
+    assert {"deploy", "promote"} <= {e.kind for e in reg.events(subject=STABLE)}
 
 
 def test_canary_rollback_deletes_the_canary_and_the_stable_keeps_its_config(spec, llm_ns, fake_kubelet,
