@@ -25,8 +25,8 @@ demo: venv
 test: venv
 	bash scripts/test.sh
 
-# The tests against a real kube-apiserver v1.20.2: builds it once per machine (≈ 7–15 min on 2 cores,
-# cached in /var/cache/specops-kube), then ≈ 6 s per start. Kept out of `make test` so that a fresh
+# The tests against a real kube-apiserver v1.20.2: builds it once per machine (≈ 7–12 min on 2 cores,
+# cached in /var/cache/specops-kube), then ≈ 35 s. Kept out of `make test` so that a fresh
 # machine's `make test` stays under 45 min; CI (.ci/run) runs both.
 test-kube: venv
 	bash scripts/kube.sh build

@@ -77,7 +77,7 @@ def restore_ledger(runner: ActionRunner, reg, deployments: list[str], limit: int
 
 
 class EngineExecutor:
-    """Carries out policy actions on local deployments (see the module docstring)."""
+    """Carries out policy actions on local and Kubernetes deployments (see the module docstring)."""
 
     def __init__(self, reg, *, progress=None, retrain_data: str | None = None, spawn=None, api_client=None) -> None:
         self.reg, self.progress, self.retrain_data = reg, progress, retrain_data

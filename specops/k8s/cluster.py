@@ -217,8 +217,8 @@ def conflict_error(exc, what: str) -> ConflictError:
     who = ", ".join(f'"{m}"' for m in managers) or "another field manager"
     return ConflictError(f"applying {what} conflicts with {who}, which set "
                          + (shown or "fields specops also sets") + " to other values",
-                         "rerun with --force-conflicts to let specops take those fields over (the other "
-                         "change is overwritten), or undo the other change (or put it in the spec)",
+                         "rerun `specops deploy` with --force-conflicts to let specops take those fields over "
+                         "(the other change is overwritten), or undo the other change (or put it in the spec)",
                          managers=managers, fields=fields)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines.spec import DeploymentSpec
-from specops.errors import EngineError, InputError
+from specops.errors import ConflictError, EngineError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, Progress, is_managed, preflight
 
@@ -338,7 +338,13 @@ def promote(name: str, *, api_client=None, namespace: str | None = None, timeout
     from specops.k8s.validate import validate_object
 
     validate_object(new)
-    cluster.apply(new)
+    try:
+        cluster.apply(new)
+    except ConflictError as exc:
+        raise ConflictError(f"promoting {name}: {exc.message}",
+                            f"undo the other change to {stable}, or deploy the stable's spec again with "
+                            f"`specops deploy STABLE.yaml --platform kubernetes --force-conflicts`, then promote",
+                            managers=exc.managers, fields=exc.fields) from None
     say(f"applied Deployment/{stable} with the pod spec of {name}")
     rollout = wait_rollout(cluster, stable, ns, timeout_s=timeout_s, progress=say, poll_s=poll_s)
     gone = _delete_canary(cluster, name, ns)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines.spec import DeploymentSpec
-from specops.errors import InputError
+from specops.errors import ConflictError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, is_managed
 
@@ -63,7 +63,12 @@ def reapply_spec(spec: DeploymentSpec, *, reason: str, registry=None, api_client
     result = ReapplyResult(name=spec.name, namespace=ns, args_before=before, args_after=after,
                            changed=before != after, generation=live["metadata"].get("generation"))
     if result.changed:
-        out, _ = cluster.apply(dep)
+        try:
+            out, _ = cluster.apply(dep)
+        except ConflictError as exc:
+            raise ConflictError(exc.message, "undo the other change, or put it in the spec and deploy it with "
+                                "`specops deploy SPEC --platform kubernetes --force-conflicts` (the monitor "
+                                "never forces)", managers=exc.managers, fields=exc.fields) from None
         result.generation = out["metadata"].get("generation")
     save_spec(spec)
     if registry is not None:

@@ -159,7 +159,7 @@ def test_a_field_another_manager_changed_is_a_one_line_conflict_and_force_confli
     assert refused.returncode == 2
     err = refused.stderr.strip().splitlines()[-1]
     assert err.startswith("error: applying Deployment") and '"oncall"' in err and ".spec.replicas" in err
-    assert "To fix: rerun with --force-conflicts" in err
+    assert "To fix: rerun `specops deploy` with --force-conflicts" in err
     assert deployment(real_cluster, llm_ns, STABLE)["spec"]["replicas"] == 3  # nothing overwritten
 
     forced = cli("deploy", str(spec_file), "--platform", "kubernetes", "--force-conflicts")
@@ -320,6 +320,30 @@ def test_a_fallback_that_meets_another_managers_field_is_fatal_and_forces_nothin
                                      "spec": {"template": {"spec": {"containers": [
                                          {"name": "vllm", "args": edited}]}}}},
                           name=STABLE, namespace=llm_ns, field_manager="kubectl-edit", force_conflicts=True)
-    with pytest.raises(Fatal, match=r'turning speculation off failed: applying Deployment .* "kubectl-edit"'):
+    with pytest.raises(Fatal, match=r'turning speculation off failed: applying Deployment .* "kubectl-edit".*'
+                                    r"the monitor never forces"):
         EngineExecutor(open_registry()).disable_speculation(STABLE, "acceptance collapsed")
     assert vllm_args(deployment(real_cluster, llm_ns, STABLE)) == edited
+
+
+def test_promote_over_a_stable_another_manager_changed_is_a_conflict_with_the_way_out(spec, llm_ns, fake_kubelet,
+                                                                                     real_cluster, tmp_path):
+    """Faked: kubelet; the test writes Deployment status (FakeKubelet)."""
+    from kubernetes.dynamic import DynamicClient
+
+    from specops.k8s import promote
+
+    deploy(in_ns(spec, llm_ns), tmp_path)
+    deploy(in_ns(spec, llm_ns, name=CANARY, gamma=5), tmp_path, canary_of=STABLE)
+    dyn = DynamicClient(real_cluster.api_client())
+    res = dyn.resources.get(api_version="apps/v1", kind="Deployment")
+    dyn.server_side_apply(res, body={"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "metadata": {"name": STABLE, "namespace": llm_ns},
+                                     "spec": {"template": {"spec": {"containers": [
+                                         {"name": "vllm", "image": "vllm/vllm-openai:v0.33.1"}]}}}},
+                          name=STABLE, namespace=llm_ns, field_manager="kubectl-set", force_conflicts=True)
+    with pytest.raises(ConflictError, match=r'promoting .*"kubectl-set".*To fix: undo the other change to '
+                                            rf"{STABLE}, or deploy the stable's spec again") as info:
+        promote(CANARY, namespace=llm_ns, poll_s=0.05, timeout_s=30)
+    assert info.value.managers == ["kubectl-set"]
+    assert deployment(real_cluster, llm_ns, CANARY) is not None  # nothing deleted: the canary still serves

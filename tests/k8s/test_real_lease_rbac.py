@@ -94,6 +94,9 @@ def test_the_role_allows_exactly_what_the_monitor_calls(real_cluster, monitor_ns
 
 @pytest.mark.parametrize("verb,group,resource,name,namespace", [
     ("create", "apps", "deployments", None, MONITOR_NS),    # the monitor changes engines, never makes them
+    ("list", "apps", "deployments", None, MONITOR_NS),      # engines are named in the registry
+    ("create", "batch", "jobs", None, MONITOR_NS),          # retraining runs as a worker in the monitor's pod
+    ("create", "", "configmaps", None, MONITOR_NS),
     ("update", "apps", "deployments", None, MONITOR_NS),    # apply is a patch
     ("delete", "apps", "deployments", None, MONITOR_NS),
     ("patch", "apps", "deployments", None, "default"),     # only its own namespace
