@@ -43,6 +43,18 @@ class InputError(SpecopsError):
     """Bad user input: a flag value, a file, a name. Exit 2."""
 
 
+class ConflictError(InputError):
+    """Server-side apply met fields another field manager owns (HTTP 409). Exit 2.
+
+    ``managers``: the other managers' names; ``fields``: the conflicting field paths (no values)."""
+
+    def __init__(self, message: str, fix: str | None = None, *, managers: list[str] | None = None,
+                 fields: list[str] | None = None, command: str | None = None) -> None:
+        super().__init__(message, fix, command=command)
+        self.managers = managers or []
+        self.fields = fields or []
+
+
 class NotFoundError(InputError):
     """A named thing (model, GPU, deployment, draft) does not exist."""
 

@@ -38,7 +38,9 @@ ALLOWED: dict[str, set[str]] = {
     "retrain": {"k8s", "registry"},
     "checks": {"planner", "benchmark", "metrics", "registry"},
     "tune": {"planner", "checks", "benchmark", "engines", "metrics", "registry"},
-    "drift": {"checks", "retrain", "engines", "metrics", "registry"},
+    # drift -> k8s: the monitor's fallback on a Kubernetes deployment re-renders the spec and server-side
+    # applies it (specops.k8s.reapply); no cycle, since k8s sits below and retrain already builds on it.
+    "drift": {"checks", "retrain", "engines", "k8s", "metrics", "registry"},
     "heal": {"drift", "checks", "retrain", "engines", "metrics", "registry"},
 }
 """Capability package -> the capability packages it may import. Read bottom-up: registry and metrics

@@ -20,9 +20,13 @@ PLATFORMS = ("local", "kubernetes")
 
 def deploy(spec_file: str | Path, *, platform: str | None = None, dry_run: bool = False, force: bool = False,
            reason: str | None = None, canary_of: str | None = None, replicas: int | None = None,
-           check: bool = True, progress: Callable[[str], None] | None = None):
+           check: bool = True, progress: Callable[[str], None] | None = None, force_conflicts: bool = False,
+           server_dry_run: bool = False):
     """Deploy the spec in ``spec_file`` on its platform (or ``platform``); returns the launch result
-    (``DeployResult`` locally, ``KubeDeployResult`` on Kubernetes), each with ``summary_lines()``."""
+    (``DeployResult`` locally, ``KubeDeployResult`` on Kubernetes), each with ``summary_lines()``.
+
+    Kubernetes only: ``force_conflicts`` takes over fields another field manager owns;
+    ``server_dry_run`` has the API server check every object without storing it."""
     from specops.engines.spec import load_spec
 
     spec = load_spec(spec_file)
@@ -32,9 +36,10 @@ def deploy(spec_file: str | Path, *, platform: str | None = None, dry_run: bool 
     if where == "kubernetes":
         from specops.k8s import deploy_kubernetes  # a missing extra is named by the CLI (exit 2)
 
-        return deploy_kubernetes(spec, dry_run=dry_run, canary_of=canary_of, replicas=replicas, out_dir=None)
-    if canary_of or replicas is not None:
-        raise InputError("--canary-of and --replicas apply to Kubernetes only",
+        return deploy_kubernetes(spec, dry_run=dry_run, canary_of=canary_of, replicas=replicas, out_dir=None,
+                                 progress=progress, force_conflicts=force_conflicts, server_dry_run=server_dry_run)
+    if canary_of or replicas is not None or force_conflicts or server_dry_run:
+        raise InputError("--canary-of, --replicas, --force-conflicts and --server-dry-run apply to Kubernetes only",
                          "add --platform kubernetes, or drop them")
     from specops.engines.deploy import deploy_local
 

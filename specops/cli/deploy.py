@@ -49,6 +49,12 @@ def deploy_command(
     canary_of: Optional[str] = typer.Option(None, "--canary-of", help="Kubernetes: deploy as a canary of NAME."),
     replicas: Optional[int] = typer.Option(None, "--replicas", help="Kubernetes: replicas (canary size)."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip vLLM's own argument/config check."),
+    force_conflicts: bool = typer.Option(
+        False, "--force-conflicts",
+        help="Kubernetes: take over fields another field manager changed (server-side apply force)."),
+    server_dry_run: bool = typer.Option(
+        False, "--server-dry-run",
+        help="Kubernetes: have the API server check every object (dryRun=All); nothing is stored."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
 ) -> None:
     """Deploy a spec: exact vLLM launch, lineage gate, local process or Kubernetes.
@@ -58,7 +64,8 @@ def deploy_command(
     from specops.api.deploy import deploy
 
     result = deploy(spec_file, platform=platform, dry_run=dry_run, force=force, reason=reason, canary_of=canary_of,
-                    replicas=replicas, check=not no_check, progress=_progress)
+                    replicas=replicas, check=not no_check, progress=_progress, force_conflicts=force_conflicts,
+                    server_dry_run=server_dry_run)
     if output == "json":
         from specops.cli.output import emit
 

@@ -5,21 +5,28 @@ reason, outcome and the episode it belongs to); ``restore_ledger`` reads them ba
 stay idempotent across ``--once`` runs (a cron job must not notify or restart again every five
 minutes for the same episode).
 
-``EngineExecutor`` carries the actions out on local deployments through ``specops.engines``:
+``EngineExecutor`` carries the actions out through ``specops.engines`` (local deployments) and
+``specops.k8s`` (Kubernetes deployments):
 
 - ``restart_probe``: ``engines.manage.restart`` (stop, then deploy again from the saved spec; the
-  lineage gate runs again, so a restart never brings up a pair that no longer matches);
-- ``disable_speculation``: the saved spec without speculation, redeployed (the spec that ran before
-  is kept as ``spec.before-fallback.yaml`` for the way back);
-- ``retune_gamma``: the saved spec with the proposed γ / per-batch schedule, redeployed;
+  lineage gate runs again, so a restart never brings up a pair that no longer matches); local only;
+- ``disable_speculation``: the saved spec without speculation, redeployed locally, or on Kubernetes
+  re-rendered and server-side applied (``specops.k8s.reapply.reapply_spec``: the Deployment's args
+  lose ``--speculative-config``); the spec that ran before is kept as ``spec.before-fallback.yaml``
+  for the way back;
+- ``retune_gamma``: the saved spec with the proposed γ / per-batch schedule, redeployed or re-applied
+  the same way;
 - ``open_retraining``: starts a retraining job (``python -m specops.retrain.worker --deployment D``,
   the library's retrain call in a worker process, not the CLI) detached (the retraining lease in
   the registry keeps it to one job per deployment) on the prompts named by the
   ``retrain_data`` setting, else on the deployment's recorded traffic;
 - ``notify``: a log line and, when the rule names one, a webhook POST.
 
-Anything that cannot be done (a Kubernetes deployment, no saved spec, no prompts) is ``Fatal`` with
-the reason; a failure of the engine is reported the same way and recorded.
+The saved spec is ``$SPECOPS_HOME/deployments/<name>/spec.yaml`` (written by every deploy); an
+in-cluster monitor, whose home is an emptyDir, falls back to the spec the deploy recorded in the
+shared registry (the row's ``engine_config``). Anything that cannot be done (a restart probe on
+Kubernetes, no saved spec, no prompts, a field another manager owns) is ``Fatal`` with the reason; a
+failure of the engine or the API server is reported the same way and recorded.
 """
 
 from __future__ import annotations
@@ -70,10 +77,11 @@ def restore_ledger(runner: ActionRunner, reg, deployments: list[str], limit: int
 
 
 class EngineExecutor:
-    """Carries out policy actions on local deployments (see the module docstring)."""
+    """Carries out policy actions on local and Kubernetes deployments (see the module docstring)."""
 
-    def __init__(self, reg, *, progress=None, retrain_data: str | None = None, spawn=None) -> None:
+    def __init__(self, reg, *, progress=None, retrain_data: str | None = None, spawn=None, api_client=None) -> None:
         self.reg, self.progress, self.retrain_data = reg, progress, retrain_data
+        self.api_client = api_client  # Kubernetes: None = KUBECONFIG or the in-cluster service account
         self.spawn = spawn or _spawn_detached
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -85,23 +93,50 @@ class EngineExecutor:
         return dep
 
     def _saved_spec(self, deployment: str):
-        from specops.engines.spec import load_spec
+        from specops.engines.spec import DeploymentSpec, dump_spec, load_spec
         from specops.settings import deployment_dir
 
         path = deployment_dir(deployment) / "spec.yaml"
-        if not path.is_file():
-            raise Fatal(f"{deployment} has no saved spec ({path}); redeploy it with `specops deploy SPEC` first")
-        return load_spec(path), path
+        if path.is_file():
+            return load_spec(path), path
+        dep = self.reg.get_deployment(deployment)
+        if dep.platform == "kubernetes" and dep.engine_config:
+            try:
+                spec = DeploymentSpec.model_validate({**dep.engine_config, "platform": "kubernetes"})
+            except ValueError as exc:
+                raise Fatal(f"the spec recorded for {deployment} in the registry is not valid now "
+                            f"({exc.__class__.__name__}); redeploy it with `specops deploy SPEC`") from None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(dump_spec(spec))
+            return spec, path
+        raise Fatal(f"{deployment} has no saved spec ({path}); redeploy it with `specops deploy SPEC` first")
 
     def _redeploy(self, deployment: str, spec, why: str) -> None:
         from specops.engines.deploy import deploy_local
         from specops.engines.manage import stop
 
+        if self.reg.get_deployment(deployment).platform == "kubernetes":
+            return self._reapply(deployment, spec, why)
         try:
             stop(deployment, registry=self.reg, progress=self.progress)
             deploy_local(spec, registry=self.reg, progress=self.progress, check=False)
         except SpecopsError as exc:
             raise Fatal(f"{why} failed: {exc.one_line()}") from None
+
+    def _reapply(self, deployment: str, spec, why: str) -> None:
+        from specops.k8s.reapply import reapply_spec
+
+        try:
+            reapply_spec(spec, reason=why, registry=self.reg, actor=ACTOR, api_client=self.api_client)
+        except SpecopsError as exc:
+            raise Fatal(f"{why} failed: {exc.one_line()}") from None
+
+    def _supported(self, deployment: str, what: str):
+        dep = self.reg.get_deployment(deployment)
+        if dep.platform not in ("local", "kubernetes"):
+            raise Fatal(f"{what} of {deployment} ({dep.platform}) is not wired in this monitor: only local and "
+                        "Kubernetes deployments are changed from here")
+        return dep
 
     # --- actions ---------------------------------------------------------------------------------
     def notify(self, deployment: str, finding: Finding, webhook_url: str | None) -> None:
@@ -119,17 +154,17 @@ class EngineExecutor:
             raise Fatal(f"restart probe failed: {exc.one_line()}") from None
 
     def disable_speculation(self, deployment: str, reason: str) -> None:
-        self._local(deployment, "disabling speculation")
+        self._supported(deployment, "disabling speculation")
         spec, path = self._saved_spec(deployment)
         if spec.speculative.method == "none":
             return  # already off: idempotent
         path.with_name("spec.before-fallback.yaml").write_text(path.read_text())
         off = spec.model_copy(update={"draft": None, "speculative": spec.speculative.model_copy(update={
             "method": "none", "num_speculative_tokens": None, "num_speculative_tokens_per_batch_size": None})})
-        self._redeploy(deployment, off, "redeploying without speculation")
+        self._redeploy(deployment, off, "turning speculation off")
 
     def retune_gamma(self, deployment: str, proposal: dict) -> None:
-        self._local(deployment, "retuning γ")
+        self._supported(deployment, "retuning γ")
         spec, _ = self._saved_spec(deployment)
         proposed = [tuple(int(x) for x in r) for r in proposal.get("proposed") or []]
         if not proposed:
@@ -142,7 +177,7 @@ class EngineExecutor:
             "num_speculative_tokens_per_batch_size": proposed if len(proposed) > 1 else None})
         if sp == spec.speculative:
             return
-        self._redeploy(deployment, spec.model_copy(update={"speculative": sp}), "redeploying with the new γ")
+        self._redeploy(deployment, spec.model_copy(update={"speculative": sp}), f"applying the new γ ({top})")
 
     def open_retraining(self, deployment: str, reason: str) -> None:
         from specops.retrain.prompts import traffic_path

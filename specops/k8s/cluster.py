@@ -1,9 +1,11 @@
 """The cluster side, through the official ``kubernetes`` client's dynamic client.
 
-- ``apply``: server-side apply (field manager ``specops``, conflicts forced: specops owns what it
-  renders). A real API server creates an object on its first apply; an API that answers 404 to an
-  apply of an object that does not exist yet (kmock, and the apply paths of some proxies) gets a
-  create, which is what a correct apply path must do.
+- ``apply``: server-side apply (field manager ``specops``). Fields another manager changed are a
+  conflict, reported as one line naming the managers and fields (``ConflictError``) unless the
+  caller forces (``specops deploy --force-conflicts``); ``dry_run`` asks the server
+  (``dryRun=All``). A real API server creates an object on its first apply; an API that answers 404
+  to an apply of an object that does not exist yet (kmock, and the apply paths of some proxies) gets
+  a create, which is what a correct apply path must do.
 - ``preflight``: everything that would make an apply fail half-way is checked before the first
   write: the namespace, the API kinds, the GPU resource on the nodes, the Secrets, and name
   collisions with objects specops does not manage.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from specops.errors import InputError, did_you_mean
+from specops.errors import ConflictError, InputError, did_you_mean
 from specops.k8s.render import LABEL_MANAGED_BY, MANAGER
 
 Progress = Callable[[str], None]
@@ -32,10 +34,12 @@ def connect(api_client=None):
     """An ``ApiClient``: the one given, else from KUBECONFIG / ~/.kube/config, else in-cluster."""
     if api_client is not None:
         return api_client
+    import os
+
     from kubernetes import config
 
-    try:
-        return config.new_client_from_config()
+    try:  # KUBECONFIG read now: the client reads it once, at import, and a later change would be ignored
+        return config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
     except Exception as exc:  # kubeconfig missing or malformed
         try:
             config.load_incluster_config()
@@ -154,26 +158,34 @@ class Cluster:
             raise self._error(exc, "list nodes") from None
 
     # --- writes ----------------------------------------------------------------------------------
-    def apply(self, obj: dict) -> tuple[dict, str]:
-        """Server-side apply; returns (object, "created"|"configured")."""
+    def apply(self, obj: dict, *, force: bool = False, dry_run: bool = False) -> tuple[dict, str]:
+        """Server-side apply as field manager ``specops``; returns (object, "created"|"configured").
+
+        A field another manager set to a different value is a conflict (HTTP 409): raised as
+        ``ConflictError`` naming the managers and fields, unless ``force`` takes them over.
+        ``dry_run``: the server runs admission, defaulting and schema checks and stores nothing
+        (``dryRun=All``); the returned object is what it would have stored."""
         ApiException = _api_exception()
         meta = obj["metadata"]
         res = self._res(obj["apiVersion"], obj["kind"])
-        what = f"{obj['kind']} {meta['name']}"
+        what = f"{obj['kind']} {meta.get('namespace')}/{meta['name']}"
+        extra = {"dry_run": "All"} if dry_run else {}
         try:
             existed = self.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")) is not None
             out = self.dyn.server_side_apply(res, body=obj, name=meta["name"], namespace=meta.get("namespace"),
-                                             field_manager=MANAGER, force_conflicts=True)
+                                             field_manager=MANAGER, force_conflicts=force, **extra)
             return out.to_dict(), "configured" if existed else "created"
         except ApiException as exc:
+            if exc.status == 409:
+                raise conflict_error(exc, what) from None
             if exc.status != 404:
                 raise self._error(exc, f"apply {what}") from None
         try:  # the API has no apply-creates semantics for new objects: create, then it is ours to apply
-            out = self.dyn.create(res, body=obj, namespace=meta.get("namespace"), field_manager=MANAGER)
+            out = self.dyn.create(res, body=obj, namespace=meta.get("namespace"), field_manager=MANAGER, **extra)
         except ApiException as exc:
             if exc.status == 404:
-                raise InputError(f"the Kubernetes API answered 404 when creating {what} in namespace "
-                                 f"{meta.get('namespace')}", "check that the namespace exists and the kind is "
+                raise InputError(f"the Kubernetes API answered 404 when creating {what}",
+                                 "check that the namespace exists and the kind is "
                                  "installed (`kubectl api-resources`)") from None
             raise self._error(exc, f"create {what}") from None
         return out.to_dict(), "created"
@@ -188,6 +200,26 @@ class Cluster:
                 return False
             raise self._error(exc, f"delete {kind} {name}") from None
         return True
+
+
+def conflict_error(exc, what: str) -> ConflictError:
+    """The 409 of a server-side apply as one line: who owns which fields, and the way out."""
+    import json
+    import re
+
+    try:
+        causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
+    except (ValueError, AttributeError):
+        causes = []
+    managers = sorted({m for c in causes for m in re.findall(r'conflict with "([^"]+)"', c.get("message", ""))})
+    fields = [c["field"] for c in causes if c.get("field")]
+    shown = ", ".join(fields[:3]) + (f" and {len(fields) - 3} more" if len(fields) > 3 else "")
+    who = ", ".join(f'"{m}"' for m in managers) or "another field manager"
+    return ConflictError(f"applying {what} conflicts with {who}, which set "
+                         + (shown or "fields specops also sets") + " to other values",
+                         "rerun `specops deploy` with --force-conflicts to let specops take those fields over "
+                         "(the other change is overwritten), or undo the other change (or put it in the spec)",
+                         managers=managers, fields=fields)
 
 
 def _kind_fix(api_version: str) -> str:

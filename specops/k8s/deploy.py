@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines.spec import DeploymentSpec
-from specops.errors import EngineError, InputError
+from specops.errors import ConflictError, EngineError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, Progress, is_managed, preflight
 
@@ -37,7 +37,8 @@ class KubeDeployResult(BaseModel):
     namespace: str = Field(description="Namespace.")
     role: str = Field(description="stable or canary.")
     canary_of: str | None = Field(None, description="The stable a canary shares traffic with.")
-    dry_run: bool = Field(description="True: rendered and written only.")
+    dry_run: bool = Field(description="True: nothing stored in the cluster (rendered and written, or server dry run).")
+    server_dry_run: bool = Field(False, description="True: the API server checked every object (dryRun=All).")
     paths: list[Path] = Field(default_factory=list, description="Files written.")
     objects: list[dict] = Field(default_factory=list, description="The rendered, validated objects.")
     validated_against: list[str] = Field(default_factory=list, description="Schema used per object.")
@@ -55,7 +56,9 @@ class KubeDeployResult(BaseModel):
                  "custom resources against specops' structural schemas"]
         if self.paths:
             lines.append(f"wrote {self.paths[0].parent}/ ({len(self.paths)} files)")
-        if self.dry_run:
+        if self.server_dry_run:
+            lines.append("server dry run: the API server accepted every object; nothing was stored")
+        elif self.dry_run:
             lines.append("dry run: nothing applied to a cluster")
         lines += [f"applied {a}" for a in self.applied]
         if self.rollout:
@@ -180,7 +183,14 @@ def endpoint_for(app: str, namespace: str, port: int) -> str:
 def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of: str | None = None,
                       replicas: int | None = None, out_dir: str | Path | None = None, api_client=None,
                       timeout_s: float = 600, progress: Progress | None = None, thresholds=None,
-                      monitoring: bool = True, registry=None, poll_s: float = 1.0) -> KubeDeployResult:
+                      monitoring: bool = True, registry=None, poll_s: float = 1.0, force_conflicts: bool = False,
+                      server_dry_run: bool = False) -> KubeDeployResult:
+    """Render, validate, preflight, apply, wait, record (see the module docstring).
+
+    ``dry_run``: render and write the manifests only. ``server_dry_run``: also preflight and send
+    every object to the API server with ``dryRun=All`` (its admission, defaulting and schema checks
+    run; nothing is stored, nothing written locally). ``force_conflicts``: take over fields another
+    field manager owns instead of stopping with ``ConflictError``."""
     from specops.k8s.manifests import render_manifests, write_manifests
     from specops.k8s.validate import validate_objects
 
@@ -207,11 +217,18 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
                            spec.serve.api_key.secret if spec.serve.api_key else None) if s]
     result.notes += preflight(cluster, objs, namespace=ns, gpu_resource=spec.kubernetes.gpu_resource, gpus=gpus,
                               secrets=secrets, progress=say)
+    if server_dry_run:
+        result.dry_run = result.server_dry_run = True
+        for obj in objs:
+            _, how = cluster.apply(obj, force=force_conflicts, dry_run=True)
+            result.applied.append(f"{obj['kind']}/{obj['metadata']['name']} {how} (server dry run)")
+        return result
     result.paths = write_manifests(objs, out_dir or default_out_dir())
     for obj in objs:
-        _, how = cluster.apply(obj)
+        _, how = cluster.apply(obj, force=force_conflicts)
         result.applied.append(f"{obj['kind']}/{obj['metadata']['name']} {how}")
         say(f"applied {obj['kind']}/{obj['metadata']['name']} ({how})")
+    save_spec(spec)
     result.rollout = wait_rollout(cluster, spec.name, ns, timeout_s=timeout_s, progress=say, poll_s=poll_s)
     reg = _open_registry(registry)
     if reg is not None:
@@ -220,6 +237,18 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
     if canary_of:
         result.notes.append(f"finish with `specops promote {spec.name}` or undo with `specops rollback {spec.name}`")
     return result
+
+
+def save_spec(spec: DeploymentSpec) -> Path:
+    """Keep the applied spec as ``$SPECOPS_HOME/deployments/<name>/spec.yaml`` (as a local deploy
+    does): the monitor's fallback re-renders it."""
+    from specops.engines.spec import dump_spec
+    from specops.settings import deployment_dir
+
+    path = deployment_dir(spec.name) / "spec.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_spec(spec))
+    return path
 
 
 def _check_stable(cluster: Cluster, stable: str, ns: str, canary_dep: dict) -> None:
@@ -309,7 +338,13 @@ def promote(name: str, *, api_client=None, namespace: str | None = None, timeout
     from specops.k8s.validate import validate_object
 
     validate_object(new)
-    cluster.apply(new)
+    try:
+        cluster.apply(new)
+    except ConflictError as exc:
+        raise ConflictError(f"promoting {name}: {exc.message}",
+                            f"undo the other change to {stable}, or deploy the stable's spec again with "
+                            f"`specops deploy STABLE.yaml --platform kubernetes --force-conflicts`, then promote",
+                            managers=exc.managers, fields=exc.fields) from None
     say(f"applied Deployment/{stable} with the pod spec of {name}")
     rollout = wait_rollout(cluster, stable, ns, timeout_s=timeout_s, progress=say, poll_s=poll_s)
     gone = _delete_canary(cluster, name, ns)

@@ -24,17 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # (apiGroup, resource) -> verbs, and why. The RBAC test asserts the Role grants exactly these.
 NEEDED: dict[tuple[str, str], dict[str, str]] = {
     ("apps", "deployments"): {
-        "get": "read an engine's spec and status (fingerprint annotations, replicas)",
-        "list": "find the engines specops manages in the namespace",
-        "patch": "restart probe (pod-template annotation) and disable-speculation / retune γ redeploys",
-    },
-    ("batch", "jobs"): {
-        "create": "open a retraining job (specops.retrain.job)",
-        "get": "follow a retraining job it opened",
-        "list": "see whether a retraining job for a deployment is already running (idempotent actions)",
-    },
-    ("", "configmaps"): {
-        "create": "the retraining job's input ConfigMap (prompts, trainer config)",
+        "get": "read the live Deployment before re-applying it (replica count, args, ownership)",
+        "patch": "disable speculation / retune γ: server-side apply of the re-rendered Deployment "
+                 "(specops.k8s.reapply)",
     },
     ("coordination.k8s.io", "leases"): {
         "create": "create the leader lease the first time",
@@ -42,6 +34,11 @@ NEEDED: dict[tuple[str, str], dict[str, str]] = {
         "update": "renew or take over the leader lease (only the named lease)",
     },
 }
+"""Only what the monitor calls (checked by SubjectAccessReview on a real apiserver in
+tests/k8s/test_real_lease_rbac.py). Not granted, because nothing in the monitor calls it: listing
+Deployments (engines are named in the registry), Jobs and ConfigMaps (a retraining job started by the
+monitor runs as a worker process in its pod; ``specops.retrain.job`` only renders Jobs for GitOps),
+Secrets (referenced by name, never read)."""
 LEASE_VERBS_BY_NAME = ("get", "update")  # restricted to resourceNames; create cannot be
 
 
@@ -95,7 +92,7 @@ def _pod_spec(o: MonitorManifestOptions, args: list[str], restart: str) -> dict:
     ]
     container = {"name": "monitor", "image": o.image, "args": args, "env": env,
                  "envFrom": [{"configMapRef": {"name": o.name}}],
-                 "ports": [{"name": "metrics", "containerPort": o.metrics_port}],
+                 "ports": [{"name": "metrics", "containerPort": o.metrics_port, "protocol": "TCP"}],
                  "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
                  "securityContext": sec, "volumeMounts": [{"name": "home", "mountPath": "/var/lib/specops"}]}
     if restart == "Always":
