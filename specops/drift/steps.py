@@ -21,7 +21,7 @@ from specops.drift.detectors import Baseline
 from specops.drift.fleet import LiveFingerprints, served_model_path
 from specops.drift.observe import ALL, Observation, Unseen
 from specops.drift.store import HistoryStore
-from specops.errors import CouldNotEvaluate, MeasurementError
+from specops.errors import CouldNotEvaluate, MeasurementError, SpecopsError
 from specops.models import Finding
 
 DROP_SIGMAS = 3.0
@@ -79,6 +79,25 @@ class RegistrySteps:
     def baseline(self, deployment: str) -> Baseline | None:
         return self.store.baselines([deployment]).get(deployment)
 
+    def break_even(self, deployment: str) -> tuple[float, str] | None:
+        """(break-even accepted/drafted rate, where it came from) from the deployment's saved spec
+        (``expectations``, written by ``specops recommend -o deployment``), else the registry's copy."""
+        from specops.engines.spec import DeploymentSpec, load_spec
+        from specops.settings import deployment_dir
+
+        path = deployment_dir(deployment) / "spec.yaml"
+        spec = None
+        try:
+            if path.is_file():
+                spec = load_spec(path)
+            else:
+                cfg = self.reg.get_deployment(deployment).engine_config or {}
+                spec = DeploymentSpec.model_validate(cfg) if "target" in cfg else None
+        except (SpecopsError, ValueError):
+            return None
+        exp = spec.expectations if spec is not None else None
+        return (exp.break_even_acceptance_rate, exp.source) if exp is not None else None
+
     # --- query steps ---------------------------------------------------------------------------
     def query(self, deployment: str, name: str) -> list[Finding]:
         return getattr(self, "_q_" + name)(deployment)
@@ -92,21 +111,31 @@ class RegistrySteps:
                                    "send traffic to the deployment and run the runbook again")
         ev = dict(deployment=deployment, alpha=_r(w.alpha), acceptance_rate=_r(w.acceptance_rate), tau=_r(w.tau),
                   drafts=w.drafts, gamma=w.k, window_s=obs.window_s)
+        be = self.break_even(deployment)
+        if be is not None:
+            ev.update(break_even_acceptance_rate=_r(be[0]), break_even_source=be[1])
+            if w.acceptance_rate < be[0]:
+                return [_f("BELOW_BREAK_EVEN", "error", f"{deployment}: acceptance rate {w.acceptance_rate:.3f} is "
+                           f"below its break-even {be[0]:.3f} ({be[1]}): it decodes slower than without "
+                           "speculation", "disable speculation (redeploy with `speculative.method: none`) while the "
+                           f"draft is retrained (`specops heal -d {deployment}`)", **ev)]
+        versus = (f"; break-even {be[0]:.3f}, so speculation still pays" if be is not None else
+                  "; no break-even known: the saved spec has no expectations (recommend -o deployment writes them)")
         base = self.baseline(deployment)
         b = base.labels.get(ALL) if base else None
         if b is None:
-            raise CouldNotEvaluate(f"{deployment}: α {w.alpha:.3f} (rate {w.acceptance_rate:.3f}, τ {w.tau:.2f}), but "
-                                   "no baseline is recorded to compare it with",
+            raise CouldNotEvaluate(f"{deployment}: α {w.alpha:.3f} (rate {w.acceptance_rate:.3f}, τ {w.tau:.2f}{versus}), "
+                                   "but no baseline is recorded to compare it with",
                                    "record one while the deployment is healthy: `specops monitor --once "
                                    f"--record-baseline -d {deployment}`")
         sigmas = (b.mean - w.alpha) / max(b.std, 0.01)
         ev.update(baseline=_r(b.mean), baseline_std=_r(b.std), sigmas=_r(sigmas, 2))
         if sigmas >= DROP_SIGMAS:
             return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: per-token α {w.alpha:.3f} is {sigmas:.1f}σ below "
-                       f"its baseline {b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f})",
+                       f"its baseline {b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f}{versus})",
                        "find the cause with the next steps", **ev)]
         return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} is within {DROP_SIGMAS:g}σ of its baseline "
-                   f"{b.mean:.3f}", **ev)]
+                   f"{b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f}{versus})", **ev)]
 
     def _q_acceptance_by_label(self, deployment: str) -> list[Finding]:
         obs = self.observation(deployment)

@@ -85,23 +85,31 @@ def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
         st = DeploymentStatus(name=row.name, platform=row.platform, status=row.status, process="-", health="-",
                               endpoint=row.endpoint, method=row.method,
                               num_speculative_tokens=row.num_speculative_tokens)
-        if row.platform == "local":
-            pid, start = _identity(row)
+        pid, start = _identity(row) if row.platform == "local" else (None, None)
+        probe = bool(row.endpoint)
+        if pid:
             running = local.alive(pid, start)
             st.process = "running" if running else "gone"
             if running and start is not None:
                 st.uptime_s = round(local.uptime_s(start), 1)
-            if running and row.endpoint:
+            probe = probe and running
+        elif row.platform == "local":
+            st.note = "not started by specops (adopted or registered): no process to check; probed its endpoint"
+        if not row.endpoint:
+            st.note = ("no endpoint registered, so health and acceptance cannot be probed. To fix: `specops "
+                       f"deployment register {row.name} --endpoint URL ...`")
+        if probe:
+            try:
+                code = exchange("GET", row.endpoint + "/health", deadline_s=3.0).status
+                st.health = "ok" if code == 200 else f"HTTP {code}"
+            except MeasurementError as exc:
+                st.health = "unreachable"
+                st.note = exc.message
+            if st.health == "ok":
                 try:
-                    code = exchange("GET", row.endpoint + "/health", deadline_s=3.0).status
-                    st.health = "ok" if code == 200 else f"HTTP {code}"
-                except MeasurementError:
-                    st.health = "unreachable"
-                if st.health == "ok":
-                    try:
-                        st = st.model_copy(update=live_acceptance(row.endpoint, row.served_model_name))
-                    except SpecopsError as exc:
-                        st.note = exc.message
+                    st = st.model_copy(update=live_acceptance(row.endpoint, row.served_model_name))
+                except SpecopsError as exc:
+                    st.note = exc.message
         out.append(st)
     return out
 

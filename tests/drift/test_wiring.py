@@ -269,3 +269,37 @@ def test_without_a_baseline_the_acceptance_step_cannot_evaluate_until_its_fix_is
     engine.advance(500, 0.7)
     again = run_runbook_on(reg, "acceptance-drop", "chat")
     assert {s.id: s for s in again.steps}["now"].status == "ran" and again.exit_code == 0, again.steps
+
+
+def _save_spec(name: str, served, draft, expectations: dict | None) -> None:
+    from specops.engines.spec import DeploymentSpec, dump_spec
+    from specops.settings import deployment_dir
+
+    body = {"name": name, "target": {"model": str(served)}, "draft": {"model": str(draft)},
+            "speculative": {"method": "draft_model", "num_speculative_tokens": 3}}
+    if expectations:
+        body["expectations"] = expectations
+    ddir = deployment_dir(name)
+    ddir.mkdir(parents=True, exist_ok=True)
+    (ddir / "spec.yaml").write_text(dump_spec(DeploymentSpec.model_validate(body)))
+
+
+def test_the_slower_than_baseline_runbook_gives_break_even_and_the_current_rate(reg, tmp_path, engine):
+    """The saved spec's expectations carry the break-even; the acceptance step compares the live rate
+    with it and names both numbers. Without expectations it says none is known and how to get one."""
+    f = make_fleet(reg, tmp_path, engine.url)
+    _baseline(reg, engine)
+    _save_spec("chat", f["served"], f["draft"], None)
+    engine.advance(500, 0.3)
+    step = next(s for s in run_runbook_on(reg, "spec-slower-than-baseline", "chat").steps if s.id == "acceptance")
+    assert "no break-even known" in step.findings[0].message and "recommend -o deployment" in step.findings[0].message
+    _save_spec("chat", f["served"], f["draft"], {"acceptance_rate": 0.6, "break_even_acceptance_rate": 0.35,
+                                                   "source": "specops recommend (predicted)"})
+    engine.advance(500, 0.3)
+    step = next(s for s in run_runbook_on(reg, "spec-slower-than-baseline", "chat").steps if s.id == "acceptance")
+    low = step.findings[0]
+    assert low.code == "BELOW_BREAK_EVEN" and "break-even 0.350" in low.message
+    assert f"{low.evidence['acceptance_rate']:.3f}" in low.message and low.evidence["acceptance_rate"] < 0.35
+    engine.advance(2000, 0.9)
+    step = next(s for s in run_runbook_on(reg, "spec-slower-than-baseline", "chat").steps if s.id == "acceptance")
+    assert step.findings[0].code != "BELOW_BREAK_EVEN" and "break-even 0.350" in step.findings[0].message

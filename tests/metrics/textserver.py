@@ -1,4 +1,5 @@
-"""A real HTTP server (stdlib, loopback thread) that serves given Prometheus text at /metrics, so that a
+"""A real HTTP server (stdlib, loopback thread) that serves given Prometheus text at /metrics (and 200 at
+/health, as vLLM does), so that a
 real Prometheus can scrape captured vLLM text whose content the test switches."""
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ class TextServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
-                body = outer.text.encode() if self.path.startswith("/metrics") else b"not found"
-                self.send_response(200 if self.path.startswith("/metrics") else 404)
+                if self.path.startswith("/health"):  # vLLM answers 200 with an empty body when ready
+                    body, code = b"", 200
+                else:
+                    metrics = self.path.startswith("/metrics")
+                    body, code = (outer.text.encode(), 200) if metrics else (b"not found", 404)
+                self.send_response(code)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
