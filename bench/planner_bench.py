@@ -85,6 +85,7 @@ def main() -> None:
               f"predicted {r.predicted:.2f}x — {why(r)}")
 
     batch_section(results)
+    engine_section(results)
 
     from specops.planner import RecommendRequest, recommend
 
@@ -160,6 +161,48 @@ def batch_section(results) -> None:
     for prop in PROPERTIES:
         bad = prop()
         print(f"   {'holds' if not bad else 'FAILS'}  {prop.__name__}" + (f": {len(bad)} cases, e.g. {bad[0]}" if bad else ""))
+
+
+STEP_GRID = (0.2, 0.4, 0.6, 0.9, 1.2, 1.6, 2.0, 3.0, 4.0)
+
+
+def engine_section(results) -> None:
+    """Per-engine profiles (`recommend --engine`): errors per engine with one vLLM/eager pair for all rows
+    (before) and with each engine's profile (after), and the step-overhead fit per engine with each of
+    its sources left out in turn (the honest figure: the shipped fit saw every row)."""
+    import math
+
+    from specops.planner.calibration import calibrate, load_published
+    from specops.planner.catalog import load_catalogs
+    from specops.planner.evidence import predict_row, predictable
+
+    print("\n== engines: median |ln error| per engine, one vLLM/eager profile -> each engine's own ==")
+    before = cross_validate(profiles=(VLLM_PROFILE, EAGER_PROFILE))
+    for eng in ("vllm", "sglang", "tensorrt-llm", "hf"):
+        a = [r.error for r in before if r.row.engine == eng]
+        b = [r.error for r in results if r.row.engine == eng]
+        print(f"{eng:<13} n={len(b):>3}  {statistics.median(a):.3f} -> {statistics.median(b):.3f}")
+    rows, cat = load_published(), load_catalogs()
+    pred = [r for r in rows if predictable(r)]
+    priors = {src: calibrate(rows, exclude_source=src) for src in {r.source for r in pred}}
+    errs = {}
+    for g in STEP_GRID:
+        prof = VLLM_PROFILE.model_copy(update={"step_overhead_ms": g, "draft_step_overhead_ms": 0.2 * g})
+        errs[g] = [abs(math.log(r.speedup / predict_row(r, priors[r.source], cat, (prof, prof))[0].speedup))
+                   for r in pred]
+    for eng in ("vllm", "sglang", "tensorrt-llm"):
+        idx = [i for i, r in enumerate(pred) if r.engine == eng]
+        held = []
+        for src in sorted({pred[i].source for i in idx}):
+            train = [i for i in idx if pred[i].source != src]
+            if not train:
+                continue
+            best = min(STEP_GRID, key=lambda g: statistics.median(errs[g][i] for i in train))
+            held += [errs[best][i] for i in idx if pred[i].source == src]
+        full = min(STEP_GRID, key=lambda g: statistics.median(errs[g][i] for i in idx))
+        print(f"   step overhead fitted on {eng}'s {len(idx)} rows: {full} ms; each source held out: median error "
+              f"{statistics.median(held):.3f} (vLLM's 0.6 ms on the same rows: "
+              f"{statistics.median(errs[0.6][i] for i in idx):.3f})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from typing import Any
 from specops.errors import InputError, unknown
 from specops.planner.types import METHODS, QUANTIZATIONS, TASKS, Plan, RecommendRequest
 
-CHOICES = {"task": TASKS, "method": METHODS, "quantization": QUANTIZATIONS, "objective": ("latency", "throughput")}
+CHOICES = {"task": TASKS, "method": METHODS, "quantization": QUANTIZATIONS, "objective": ("latency", "throughput"),
+           "engine": ("vllm", "sglang", "tensorrt-llm", "hf")}
 
 
 def build_request(**values: Any) -> RecommendRequest:
@@ -26,6 +27,9 @@ def build_request(**values: Any) -> RecommendRequest:
     from specops.settings import setting
 
     values = {k: v for k, v in values.items() if v is not None}
+    if "qps" in values and "batch_size" in values:
+        raise InputError("--qps and --batch-size both set the batch", "give one of them: --qps for a request rate, "
+                         "--batch-size for a fixed concurrency")
     values["gpu"] = setting("gpu", values.get("gpu"))
     values["vllm_version"] = str(setting("vllm_version", values.get("vllm_version"), DEFAULT_VLLM_VERSION))
     if not values.get("gpu"):

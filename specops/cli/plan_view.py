@@ -28,6 +28,10 @@ def print_plan(plan) -> None:
     out.print(f"acceptance prior: {p.acceptance_prior_source}")
     for note in plan.learned_from:
         out.print(f"learned from {note}")
+    if plan.load is not None:
+        ld = plan.load
+        out.print(f"load: {ld.qps:g} req/s -> {ld.concurrency} in flight (latency {ld.latency_s:.2f} s; "
+                  f"{'converged' if ld.converged else 'NOT converged'} in {ld.iterations} steps): {ld.note}")
     out.print(f"memory: {m.total_gib:.1f} of {m.available_gib:.1f} GiB (weights {m.weights_gib:.1f}, draft "
               f"{m.draft_gib:.2f}, KV {m.kv_cache_gib:.1f}); fits: {m.fits}, max batch {m.max_batch_that_fits}")
     path = Table("rule", "input", "outcome", title="decision path")

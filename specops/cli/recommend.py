@@ -29,7 +29,11 @@ def recommend_command(
     context_len: int = typer.Option(4096, "--context-len", help="Prompt/context tokens per request."),
     output_len: int = typer.Option(256, "--output-len", help="Generated tokens per request."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
-    batch_size: int = typer.Option(1, "--batch-size", help="Concurrent requests."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Concurrent requests (default 1)."),
+    qps: float = typer.Option(None, "--qps", help="Request rate instead of --batch-size: the batch becomes the "
+                              "concurrency it keeps in flight (Little's law with the predicted latency)."),
+    engine: str = typer.Option("vllm", "--engine", help="Engine whose step-time profile predicts: vllm, sglang, "
+                               "tensorrt-llm, hf (the rendered launch stays vLLM)."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="vLLM release (default SPECOPS_VLLM_VERSION, "
                                      "config.yaml, else 0.33.0)."),
     objective: str = typer.Option("latency", "--objective", help="latency (per-request speedup) or throughput "
@@ -54,7 +58,7 @@ def recommend_command(
                             tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
                             temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                             objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
-                            draft=draft, allow_uncertain=allow_uncertain or None)
+                            draft=draft, allow_uncertain=allow_uncertain or None, qps=qps, engine=engine)
     plan = recommend_with_defaults(request, calibration=calibration)
     if fmt == "deployment":
         typer.echo(deployment_yaml(plan, name), nl=False)

@@ -29,10 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from specops.planner.calibration import PublishedRow, calibrate, load_published
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
-    EAGER_PROFILE,
-    VLLM_PROFILE,
     DraftSpec,
     Setup,
+    engine_profile,
     evaluate,
     head_params,
     memory_estimate,
@@ -135,8 +134,11 @@ def _setup(row: PublishedRow, cat: Catalogs, model, profiles=None) -> Setup:
     gpu = next((cat.gpu(g) for key, g in GPUS if key in text), None) or cat.gpu("A100-80GB")
     m = re.search(r"(\d+)\s*x\s*", text) or re.search(r"tp=?(\d+)", text)
     count = int(m.group(1)) if m else 1
-    serving, eager = profiles or (VLLM_PROFILE, EAGER_PROFILE)
-    profile = serving if row.engine in SERVING_ENGINES else eager
+    if profiles is None:
+        profile = engine_profile(row.engine)
+    else:
+        serving, eager = profiles
+        profile = serving if row.engine in SERVING_ENGINES else eager
     while memory_estimate(Setup(model, gpu, count, profile), None, seq_tokens=1, kv_dtype="auto").weights_gib > \
             count * gpu.memory_gib * 0.95:
         count *= 2  # the source's cluster must have held the weights

@@ -14,11 +14,12 @@ from specops.errors import CapabilityError, FitError, InputError
 from specops.planner.calibration import Priors, default_priors
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
 from specops.planner.perfmodel import (
-    VLLM_PROFILE,
+    PROFILE_SOURCES,
     DraftSpec,
     EngineProfile,
     Evaluation,
     Setup,
+    engine_profile,
     evaluate,
     head_params,
     memory_estimate,
@@ -543,9 +544,59 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
 
     catalogs = catalogs or load_catalogs()
     priors = priors or default_priors()
-    profile = calibration or VLLM_PROFILE
-    model, gpu, setup = resolve(request, catalogs, profile)
-    ctx = Context(request, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured,
-                  residuals=residuals)
-    steps = run_tree(ctx, tree or load_tree())
-    return build_plan(ctx, steps)
+    profile = calibration or engine_profile(request.engine)
+
+    def once(req: RecommendRequest):
+        model, gpu, setup = resolve(req, catalogs, profile)
+        ctx = Context(req, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured,
+                      residuals=residuals)
+        steps = run_tree(ctx, tree or load_tree())
+        if calibration is None:  # the profile that predicted is named on the cost model's step
+            cost = next(s for s in steps if s.rule == "cost_model")
+            cost.input += f", profile={profile.name} ({PROFILE_SOURCES.get(request.engine, '')})"
+        return build_plan(ctx, steps)
+
+    if request.qps is None:
+        return once(request)
+    return _at_rate(request, once)
+
+
+def _at_rate(request: RecommendRequest, once):
+    """Little's law: N requests in flight = qps × latency(N), latency = TTFT + output × TPOT of the plan
+    made at batch N. The plan's batch is the smallest N that keeps up, ceil(qps × latency(N)) ≤ N, found
+    by bisection over 1..(the batch that fits) - latency grows with N, so every larger N keeps up too.
+    When even the batch that fits does not keep up, the queue grows without bound (converged = False)."""
+    import math
+
+    from specops.planner.types import Load
+
+    cache: dict[int, tuple] = {}
+
+    def at(n: int):
+        if n not in cache:
+            plan = once(request.model_copy(update={"batch_size": n, "qps": None}))
+            latency = (plan.predicted.ttft_ms + request.output_len * plan.predicted.tpot_ms) / 1000
+            cache[n] = plan, latency, max(1, math.ceil(request.qps * latency))
+        return cache[n]
+
+    plan, _, _ = at(1)
+    fit = max(1, plan.memory.max_batch_that_fits)
+    plan, latency, need = at(fit)
+    if need > fit:
+        plan.load = Load(qps=request.qps, concurrency=fit, latency_s=round(latency, 3), iterations=len(cache),
+                         converged=False, note=f"{request.qps:g} req/s needs {need} requests in flight but {fit} fit "
+                         "at once: the queue grows without bound; add GPUs or shorten the context")
+        plan.warnings.append(plan.load.note)
+        return plan
+    lo, hi = 1, fit  # at(hi) keeps up
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at(mid)[2] <= mid:
+            hi = mid
+        else:
+            lo = mid + 1
+    plan, latency, need = at(hi)
+    plan.load = Load(qps=request.qps, concurrency=hi, latency_s=round(latency, 3), iterations=len(cache),
+                     converged=True, note=f"{request.qps:g} req/s at {latency:.2f} s a request keeps {hi} requests "
+                     "in flight")
+    return plan

@@ -152,6 +152,11 @@ class RecommendRequest(_Strict):
     draft: str | None = Field(None, description="Pin a draft (hub id or folder).")
     allow_uncertain: bool = Field(False, description="Speculate even when the lower end of the predicted "
                                   "speedup's range is below 1 (default: no speculation then).")
+    engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(
+        "vllm", description="Engine whose step-time profile predicts (the rendered launch stays vLLM).")
+    qps: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False,
+                              description="Request rate: the batch becomes the concurrency Little's law gives "
+                              "(qps × predicted request latency, iterated to a fixed point).")
 
 
 class DecisionStep(_Strict):
@@ -224,6 +229,17 @@ class VllmLaunch(_Strict):
     speculative_config: dict | None = Field(description="The --speculative-config JSON as a dict.")
 
 
+class Load(_Strict):
+    """How a request rate became a batch (Little's law: concurrency = rate × latency)."""
+
+    qps: float = Field(description="Requests per second asked for.")
+    concurrency: int = Field(description="Concurrent requests the plan was made for (its batch).")
+    latency_s: float = Field(description="Predicted request latency at that concurrency: TTFT + output × TPOT.")
+    iterations: int = Field(description="Fixed-point iterations used.")
+    converged: bool = Field(description="False: no stable concurrency (the rate exceeds what fits or it cycles).")
+    note: str = Field("", description="What to make of it.")
+
+
 class Plan(_Strict):
     """The recommendation: chosen candidate, its prediction, the path that led there, and the launch."""
 
@@ -243,6 +259,7 @@ class Plan(_Strict):
     alternatives: list[Alternative]
     vllm: VllmLaunch
     learned_from: list[str] = Field(default_factory=list, description="Measured priors / calibration used.")
+    load: Load | None = Field(None, description="With --qps: how the rate became the plan's batch.")
 
 
 def finite(name: str, value: float | None) -> None:
