@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-fast bench lint clean
+.PHONY: venv demo test test-fast check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -26,7 +26,10 @@ test: venv
 	bash scripts/test.sh
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not prometheus and not postgres and not slow"
+	$(BIN)/python -m pytest -q -m "not engine and not prometheus and not promtool and not postgres and not slow"
+
+check-markers: venv
+	bash scripts/check_markers.sh
 
 bench: venv
 	$(BIN)/python bench/run_all.py
