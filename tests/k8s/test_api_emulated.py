@@ -185,16 +185,27 @@ def test_a_rollout_that_does_not_finish_times_out_with_a_fix(spec, kube, tmp_pat
     assert "kubectl -n llm describe deployment" in err.value.one_line()
 
 
-def test_secret_values_never_reach_manifests_output_or_the_registry(spec, kube, tmp_path, monkeypatch):
+def test_secret_values_never_reach_manifests_output_or_the_registry(spec, kube, tmp_path, monkeypatch,
+                                                                   specops_home):
+    """The registry is the real one (a SQLite file in SPECOPS_HOME): every byte specops left there is
+    searched, after checking that the deploys and the promotion were recorded in it."""
     monkeypatch.setenv("VLLM_API_KEY", PLANTED_SECRET)
     monkeypatch.setenv("HF_TOKEN", PLANTED_SECRET)
-    reg = RecordingRegistry()
     seen: list[str] = []
-    result = deploy(spec, kube, tmp_path, registry=reg, progress=seen.append)
-    deploy(canary_spec(spec), kube, tmp_path, canary_of=STABLE, registry=reg, progress=seen.append)
-    seen += promote(CANARY, api_client=kube.api_client(), registry=reg, progress=seen.append, poll_s=0.05)
-    texts = [p.read_text() for p in tmp_path.rglob("*.yaml")]
-    texts += seen + result.summary_lines() + [repr(reg.rows), repr(reg.events), repr(result.objects)]
+    out = tmp_path / "manifests"
+    result = deploy(spec, kube, out, progress=seen.append)
+    deploy(canary_spec(spec), kube, out, canary_of=STABLE, progress=seen.append)
+    seen += promote(CANARY, api_client=kube.api_client(), progress=seen.append, poll_s=0.05)
+    from specops.registry import open_registry
+
+    with open_registry() as reg:
+        assert reg.get_deployment(STABLE).num_speculative_tokens == 5  # the promotion is in the file
+        assert {"deploy", "promote"} <= {e.kind for e in reg.events(subject=STABLE)}
+    stored = [p for p in specops_home.rglob("*") if p.is_file()]
+    assert any(p.name == "specops.db" for p in stored)
+    assert [p for p in stored if PLANTED_SECRET.encode() in p.read_bytes()] == []
+    texts = [p.read_text() for p in out.rglob("*.yaml")]
+    texts += seen + result.summary_lines() + [repr(result.objects)]
     assert texts and not [t for t in texts if PLANTED_SECRET in t]
     # the applied objects hold references only
     dep = kube.get("apps/v1/deployments", "llm", STABLE)
