@@ -26,7 +26,7 @@ test: venv
 	bash scripts/test.sh
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not prometheus and not promtool and not postgres and not slow"
+	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow"
 
 check-markers: venv
 	bash scripts/check_markers.sh

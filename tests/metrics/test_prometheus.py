@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from specops.errors import MeasurementError
 from specops.metrics import delta, parse_metrics_text
 from specops.metrics.prometheus import PrometheusReader
 from tests.metrics.textserver import TextServer
@@ -82,14 +81,6 @@ def test_promql_window_without_traffic_is_empty_not_zero(served):
     assert m.empty_window and m.acceptance_rate is None and m.per_token_alpha is None
 
 
-def test_unreachable_prometheus_is_a_measurement_error():
-    from tests.metrics.engines import free_port
-
-    reader = PrometheusReader(f"http://127.0.0.1:{free_port()}", timeout=2)
-    with pytest.raises(MeasurementError, match="cannot reach Prometheus"):
-        reader.ping()
-
-
 def test_cli_metrics_through_prometheus_prints_acceptance_and_never_the_token(served, cli):
     server, url = served
     _show(server, url, AFTER)
@@ -102,16 +93,6 @@ def test_cli_metrics_through_prometheus_prints_acceptance_and_never_the_token(se
     assert data["source"] == "prometheus" and data["acceptance_rate"] == pytest.approx(194 / 561)
     assert data["mean_acceptance_length"] == pytest.approx(1 + 194 / 187)
     assert "s3cr3t-token" not in r.stdout + r.stderr
-
-
-def test_cli_metrics_with_unreachable_prometheus_exits_2_with_one_line(cli):
-    from tests.metrics.engines import free_port
-
-    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", f"http://127.0.0.1:{free_port()}",
-            env={"SPECOPS_PROMETHEUS_TOKEN": "s3cr3t-token"})
-    assert r.returncode == 2
-    assert r.stderr.startswith("error: cannot reach Prometheus") and "To fix:" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "s3cr3t-token" not in r.stderr
 
 
 def test_doctor_reports_a_configured_prometheus_as_reachable(served, cli):
