@@ -98,7 +98,10 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
         r = _ok(cli("monitor", "--once", "--prometheus-url", prom, "--interval", window, "--dry-run", timeout=300))
         print(r.stdout)
         assert "[error] CHANGED_MODEL: drift: the live target" in r.stdout
-        assert "ACCEPTANCE_DROP" in r.stdout or "ACCEPTANCE_BELOW_FLOOR" in r.stdout
+        # greedy decoding, fixed prompts: the counters are exact, so the alarm is one code (measured 2026-12-01:
+        # per-token acceptance 0.539 -> 0.386, CUSUM 12.0 >= 6.0); BELOW_FLOOR would be a different finding
+        assert "[warning] ACCEPTANCE_DROP: drift: per-token acceptance fell from its baseline" in r.stdout
+        assert "ACCEPTANCE_BELOW_FLOOR" not in r.stdout
 
         r = _ok(cli("runbook", "run", "acceptance-drop", "--deployment", "drift", "--prometheus-url", prom,
                     timeout=300))
