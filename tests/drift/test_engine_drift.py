@@ -98,8 +98,9 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
         r = _ok(cli("monitor", "--once", "--prometheus-url", prom, "--interval", window, "--dry-run", timeout=300))
         print(r.stdout)
         assert "[error] CHANGED_MODEL: drift: the live target" in r.stdout
-        # greedy decoding, fixed prompts: the counters are exact, so the alarm is one code (measured 2026-12-01:
-        # per-token acceptance 0.539 -> 0.386, CUSUM 12.0 >= 6.0); BELOW_FLOOR would be a different finding
+        # greedy decoding, fixed prompts: the drop is large and repeatable, so the alarm is one code (two runs
+        # on 2026-12-01: per-token acceptance 0.539 -> 0.386 and 0.530 -> 0.367, CUSUM 12.0 >= 6.0 both times);
+        # BELOW_FLOOR would be a different finding
         assert "[warning] ACCEPTANCE_DROP: drift: per-token acceptance fell from its baseline" in r.stdout
         assert "ACCEPTANCE_BELOW_FLOOR" not in r.stdout
 
