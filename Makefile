@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-kube test-fast bench lint clean
+.PHONY: venv demo test test-kube test-fast check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -33,7 +33,10 @@ test-kube: venv
 	SPECOPS_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q -m kube_apiserver tests/k8s
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not prometheus and not postgres and not slow and not kube_apiserver"
+	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver"
+
+check-markers: venv
+	bash scripts/check_markers.sh
 
 bench: venv
 	$(BIN)/python bench/run_all.py

@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# no per-example deadline anywhere: timing on a shared CPU box says nothing about a property
+settings.register_profile("specops", deadline=None)
+settings.load_profile("specops")
 
 
 @pytest.fixture(autouse=True)

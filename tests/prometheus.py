@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from tests.helpers.wait import wait_until
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -87,10 +89,43 @@ def start_prometheus(targets, tmp_path: Path, timeout: float = 60):
 
 def wait_for_samples(url: str, query: str, timeout: float = 30) -> None:
     """Block until ``query`` returns at least one series."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def found():
         r = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=5).json()
-        if r.get("data", {}).get("result"):
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"no samples for {query} after {timeout}s")
+        return r.get("data", {}).get("result")
+
+    wait_until(found, timeout, f"samples for {query} in Prometheus at {url}", interval=0.5)
+
+
+def stored_samples(url: str, selector: str, lookback: str = "5m") -> list[tuple[float, float]]:
+    """The raw samples (unix time, value) Prometheus has stored for ``selector`` in the last ``lookback``,
+    over every matching series."""
+    r = httpx.get(url + "/api/v1/query", params={"query": f"{selector}[{lookback}]"}, timeout=5).json()
+    return [(float(t), float(v)) for series in r.get("data", {}).get("result", []) for t, v in series["values"]]
+
+
+def wait_for_scrape(url: str, selector: str, since: float, value: float | None = None, timeout: float = 30) -> float:
+    """Block until Prometheus has stored a sample of ``selector`` scraped after unix time ``since``
+    (with ``value``, when given); return that sample's time. This is what a fixed sleep after
+    changing an exporter's text hopes for."""
+    def scraped():
+        return next((t for t, v in stored_samples(url, selector) if t > since and (value is None or v == value)), None)
+
+    what = f"a scrape of {selector}{'' if value is None else f' = {value:g}'} after {since:.3f}"
+    return wait_until(scraped, timeout, what)
+
+
+def exporter_value(endpoint: str, name: str) -> float:
+    """The sum over series of counter ``name`` in ``endpoint``/metrics right now (text format)."""
+    text = httpx.get(endpoint.rstrip("/") + "/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+
+
+def wait_until_caught_up(url: str, endpoint: str, selector: str = "vllm:spec_decode_num_drafts_total",
+                         timeout: float = 30) -> float:
+    """Block until Prometheus has stored the value ``endpoint`` exports now (the traffic sent so far
+    is in Prometheus); return it. ``selector`` picks the one series scraped from ``endpoint``."""
+    name = selector.split("{", 1)[0]
+    value = exporter_value(endpoint, name)
+    wait_for_scrape(url, selector, 0.0, value, timeout)
+    return value

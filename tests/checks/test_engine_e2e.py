@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 pytestmark = [pytest.mark.engine, pytest.mark.prometheus, pytest.mark.slow]
+SELECTOR = 'vllm:spec_decode_num_drafts_total{{specops_deployment="{name}"}}'
 ENGINE_ARGS = ["--dtype", "float32"]
 
 
@@ -77,7 +78,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock, tmp_path):
-    from tests.prometheus import start_prometheus, wait_for_samples
+    from tests.prometheus import start_prometheus, wait_for_samples, wait_until_caught_up
 
     spec = _engine(tmp_path / "spec", tiny_models["target-v1"], method="draft_model", draft=tiny_models["draft-v1"],
                    k=3)
@@ -90,6 +91,7 @@ def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock,
         assert r.returncode == 0, r.stdout + r.stderr
         wait_for_samples(prom_url, 'vllm:spec_decode_num_drafts_total{specops_deployment="tiny-matched"}')
         _drive(spec.url, 35, spec.served_name)
+        wait_until_caught_up(prom_url, spec.url, SELECTOR.format(name="tiny-matched"))
         junit = tmp_path / "junit.xml"
         r = _cli("validate", "--checklist", "deploy", "--deployment", "tiny-matched", "--profile", "cpu-tiny",
                  "--prometheus-url", prom_url, "--baseline-endpoint", base.url, "--junit", str(junit),
@@ -119,7 +121,7 @@ def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock,
 
 
 def test_validate_exits_1_for_a_stale_draft_and_2_without_prometheus(tiny_models, engine_lock, tmp_path):
-    from tests.prometheus import start_prometheus, wait_for_samples
+    from tests.prometheus import start_prometheus, wait_for_samples, wait_until_caught_up
 
     spec = _engine(tmp_path / "spec", tiny_models["target-v2"], method="draft_model", draft=tiny_models["draft-v1"],
                    k=3)
@@ -128,6 +130,7 @@ def test_validate_exits_1_for_a_stale_draft_and_2_without_prometheus(tiny_models
         _register("tiny-stale", spec, target="tiny-target@v2", draft="tiny-draft@v1", gamma=3, models=tiny_models)
         wait_for_samples(prom_url, 'vllm:spec_decode_num_drafts_total{specops_deployment="tiny-stale"}')
         _drive(spec.url, 35, spec.served_name)
+        wait_until_caught_up(prom_url, spec.url, SELECTOR.format(name="tiny-stale"))
         junit = tmp_path / "junit.xml"
         r = _cli("validate", "--checklist", "deploy", "--deployment", "tiny-stale", "--profile", "cpu-tiny",
                  "--prometheus-url", prom_url, "--junit", str(junit), "--output", "json")

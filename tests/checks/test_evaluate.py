@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
+import pytest
+
 from specops.checks.evaluate import compare_outputs, run_checklist
 from specops.checks.playbook import get_profile, load_checklist
 from specops.checks.sources import Sources, deployment_facts
@@ -71,17 +76,61 @@ def test_no_baseline_makes_the_lossless_check_an_error(registry):
     assert rep.results[0].status == "error" and "baseline" in rep.results[0].message
 
 
-def test_lossless_check_sends_the_same_prompts_to_both_endpoints(registry):
-    calls = []
+@functools.cache
+def _hf(path: Path):
+    """(tokenizer, float32 model) of a tiny model folder, loaded once per test session."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch.float32).eval()
+    return AutoTokenizer.from_pretrained(str(path)), model
+
+
+def _hf_endpoints(served: dict[str, tuple[Path, Path | None]], calls: list):
+    """``complete`` for the lossless check, answered by real models in-process instead of HTTP servers:
+    endpoint -> (target folder, draft folder or None). With a draft, transformers' assisted generation
+    (real speculative decoding: the draft proposes, the target verifies); without, plain greedy decoding.
+    Faked: only the HTTP hop (http_complete is tested against real engines in test_engine_e2e.py)."""
+    import torch
+
+    loaded = {ep: (_hf(t)[0], _hf(t)[1], _hf(d)[1] if d else None) for ep, (t, d) in served.items()}
 
     def complete(endpoint, model, prompts, max_tokens, headers):
         calls.append((endpoint, tuple(prompts), max_tokens))
-        return [{"text": p[-5:], "tokens": [f"token_id:{ord(c)}" for c in p[-5:]]} for p in prompts]
+        tok, target, draft = loaded[endpoint]
+        out = []
+        for p in prompts:
+            ids = tok(p, return_tensors="pt").input_ids
+            kw = {"assistant_model": draft} if draft is not None else {}
+            with torch.no_grad():
+                gen = target.generate(ids, max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False,
+                                      pad_token_id=tok.eos_token_id, **kw)[0, ids.shape[1]:].tolist()
+            out.append({"text": tok.decode(gen), "tokens": [f"token_id:{i}" for i in gen]})
+        return out
+    return complete
+
+
+@pytest.mark.slow  # torch + assisted generation on 2 CPU cores: 25-40 s
+def test_lossless_check_passes_real_speculative_decoding_against_the_same_target(registry, tiny_models):
+    calls: list = []
+    complete = _hf_endpoints({"http://127.0.0.1:9": (tiny_models["target-v1"], tiny_models["draft-v1"]),
+                              "http://base:8000": (tiny_models["target-v1"], None)}, calls)
     rep = _deploy(registry, "tiny-matched", None, only=["deploy.lossless"], baseline_endpoint="http://base:8000",
                   complete=complete)
     assert rep.results[0].status == "pass", rep.results[0].message
     assert calls[0][1] == calls[1][1] and len(calls[0][1]) == 4 and calls[0][2] == 32
     assert {calls[0][0], calls[1][0]} == {"http://127.0.0.1:9", "http://base:8000"}
+
+
+@pytest.mark.slow  # torch + assisted generation on 2 CPU cores: 25-40 s
+def test_lossless_check_fails_when_the_baseline_serves_another_target(registry, tiny_models):
+    complete = _hf_endpoints({"http://127.0.0.1:9": (tiny_models["target-v1"], tiny_models["draft-v1"]),
+                              "http://base:8000": (tiny_models["target-v2"], None)}, [])
+    rep = _deploy(registry, "tiny-matched", None, only=["deploy.lossless"], baseline_endpoint="http://base:8000",
+                  complete=complete)
+    r = rep.results[0]
+    assert r.status == "fail" and rep.exit_code == 1, r.message
+    assert r.evidence["differences"] and all(d["first_difference_at"] < 32 for d in r.evidence["differences"])
 
 
 def test_output_comparison_reports_where_greedy_tokens_diverge():

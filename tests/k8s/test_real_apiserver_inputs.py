@@ -110,6 +110,14 @@ def test_secret_values_never_reach_manifests_output_the_registry_or_the_cluster(
     texts += seen + result.summary_lines() + [repr(result.objects)]
     texts += [repr(reg.get_deployment(STABLE)), repr(reg.events(limit=1000))]
     assert texts and not [t for t in texts if PLANTED_SECRET in t]
+    # every byte specops left in SPECOPS_HOME (the real SQLite registry included), after checking the
+    # promotion is recorded there
+    from specops.settings import specops_home
+
+    assert reg.get_deployment(STABLE).num_speculative_tokens == 5
+    stored = [p for p in specops_home().rglob("*") if p.is_file()]
+    assert any(p.suffix == ".db" for p in stored)
+    assert [p for p in stored if PLANTED_SECRET.encode() in p.read_bytes()] == []
     dep = deployment(real_cluster, llm_ns, STABLE)
     assert PLANTED_SECRET not in json.dumps(dep)
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}

@@ -1,4 +1,6 @@
-"""Against a real cluster: runs only when KUBECONFIG is set (deselected otherwise, with the reason shown).
+"""Against a real cluster: runs only when SPECOPS_TEST_REAL_CLUSTER=1 is set as well as KUBECONFIG
+(skipped otherwise, with the reason shown) — a developer's KUBECONFIG alone never sends test objects
+to whatever cluster it points at.
 
 It deploys a zero-replica, zero-GPU variant of the example (no GPU or Prometheus Operator needed)
 into $SPECOPS_TEST_NAMESPACE (default "default") under a unique name, checks that the real API
@@ -12,8 +14,9 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                                reason="needs a real cluster: set KUBECONFIG to run it")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SPECOPS_TEST_REAL_CLUSTER") != "1" or not os.environ.get("KUBECONFIG"),
+    reason="against a real cluster only on request: set SPECOPS_TEST_REAL_CLUSTER=1 and KUBECONFIG")
 
 
 def test_server_side_apply_against_a_real_cluster_records_specops_as_field_manager(spec, tmp_path):

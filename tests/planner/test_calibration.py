@@ -21,8 +21,8 @@ def test_vllm_accepted_over_drafted_is_not_alpha():
 
 
 def test_expected_tokens_matches_leviathan_closed_form_without_decay():
-    a, g = 0.8, 5
-    assert expected_tokens(a, 1.0, g) == pytest.approx((1 - a ** (g + 1)) / (1 - a))
+    # (1 − 0.8⁶) / (1 − 0.8) = (1 − 0.262144) / 0.2 = 3.68928 = 1 + .8 + .64 + .512 + .4096 + .32768
+    assert expected_tokens(0.8, 1.0, 5) == pytest.approx(3.68928)
 
 
 def test_the_vllm_issue_row_is_converted_through_tau_not_taken_as_alpha():
@@ -81,4 +81,6 @@ def test_measured_rates_must_be_cumulative():
 
 def test_acceptance_rate_is_accepted_over_drafted():
     prior = AcceptancePrior(alpha0=0.8, decay=1.0, source="x")
-    assert prior.acceptance_rate(4) == pytest.approx((prior.expected_tokens(4) - 1) / 4)
+    # E(4) = 1 + .8 + .64 + .512 + .4096 = 3.3616 tokens per step; accepted / drafted = 2.3616 / 4
+    assert prior.expected_tokens(4) == pytest.approx(3.3616)
+    assert prior.acceptance_rate(4) == pytest.approx(0.5904)

@@ -1,28 +1,59 @@
-"""The fit, on synthetic points generated from known coefficients and acceptance (tests/tune/fakes.py:
-internally consistent engine counters and timings, no engine)."""
+"""The fit, on synthetic points from a ground truth the fitter cannot represent exactly
+(tests/tune/fakes.py: the fitter's linear costs plus a contention cost quadratic in the verified
+tokens, and ±2 % seeded noise; internally consistent engine counters, no engine).
+
+How the error bounds are derived, so that they are not just "whatever the fitter gets today":
+
+- **On the measured points** the fitter minimises the root-mean-square relative residual
+  ``1 − model/observed`` over non-negative coefficients (specops/tune/fit.py). The generating
+  coefficients (``TRUE``) are non-negative, so they are one candidate the fitter considered: the fit's
+  RMS relative residual can be no larger than theirs. That residual is computed here from the
+  ground truth (``modelled_step_ms`` against each observed step time), not from the fitter.
+- **On configurations never measured** (γ=5, concurrency 2) nothing guarantees a least-squares fit;
+  the yardstick is an oracle that knows every cost the fitter models exactly and only misses the
+  contention term. Its relative error at a point is the contention share ``unmodelled / true`` there.
+  The fit must predict every held-out point within the worst oracle error over those points (5.8 %);
+  today it does within 1.8 %. It is a yardstick, not a theorem: a fitter that mislearns a large term
+  exceeds both (a missing per-sequence column: 5.9 % held out, RMS 0.050 against 0.032; the measured-point
+  bound is the one test_a_fitter_missing_a_term_breaks_the_bound pins), one that drops a 1-2 ms term at this
+  noise level may not, and no bound this honest can catch that.
+"""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from specops.errors import InputError
+from specops.tune import fit as fit_module
 from specops.tune.fit import (
     _normal_equations,
     fit_acceptance,
     fit_coefficients,
     nonnegative_lstsq,
     predict,
+    step_ms_of,
     tau_of,
 )
 from specops.tune.types import EngineConfig, GridPoint, PointResult
-from tests.tune.fakes import CUM, FRACTION, TRUE, synthetic_sample, true_step_ms, true_tau
+from tests.tune.fakes import (
+    CUM,
+    FRACTION,
+    modelled_step_ms,
+    synthetic_sample,
+    true_step_ms,
+    unmodelled_step_ms,
+)
 
 GAMMAS = [1, 2, 3, 4, 6]
+NOISE = 0.02
+HELD_OUT = [EngineConfig(method=m, gamma=5, draft="/d" if m == "draft_model" else None)
+            for m in ("ngram", "draft_model")]
 
 
-def grid(noise: float = 0.0, seed: int = 3, methods=("none", "ngram", "draft_model"), repeats: int = 1):
+def grid(noise: float = NOISE, seed: int = 3, methods=("none", "ngram", "draft_model"), repeats: int = 3):
     rng = random.Random(seed)
     out = []
     for m in methods:
@@ -36,24 +67,57 @@ def grid(noise: float = 0.0, seed: int = 3, methods=("none", "ngram", "draft_mod
     return out
 
 
-def test_noise_free_points_recover_the_true_coefficients():
+def _rms(values: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values))
+
+
+def fit_errors(points: list[PointResult]) -> dict[str, float]:
+    """The fit's errors and the bounds they are held to (see the module docstring)."""
+    coef, acc = fit_coefficients(points), fit_acceptance(points)
+    fitted = [1 - predict(coef, acc, r.point.config, r.point.concurrency).step_ms / step_ms_of(r.sample)
+              for r in points]
+    oracle = [1 - modelled_step_ms(r.point.config, r.point.concurrency) / step_ms_of(r.sample) for r in points]
+    held = [(c, b) for c in HELD_OUT for b in (1, 2, 4)]
+    return {"rms": _rms(fitted), "rms_bound": _rms(oracle),
+            "held_out": max(abs(predict(coef, acc, c, b).step_ms / true_step_ms(c, b) - 1) for c, b in held),
+            "held_out_bound": max(unmodelled_step_ms(c, b) / true_step_ms(c, b) for c, b in held)}
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_the_fit_is_no_worse_than_the_generating_coefficients_on_measured_points(seed):
+    e = fit_errors(grid(seed=seed))
+    assert e["rms_bound"] > NOISE / 2  # the contention term makes the truth unrepresentable: no exact fit exists
+    assert e["rms"] <= e["rms_bound"], e
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_unmeasured_configurations_are_predicted_within_the_oracle_error(seed):
+    e = fit_errors(grid(seed=seed))
+    assert e["held_out"] <= e["held_out_bound"], e
+
+
+def test_a_fitter_missing_a_term_breaks_the_bound(monkeypatch):
+    """The measured-point bound is tight enough to matter: a fitter without the per-sequence cost column
+    (its feature zeroed, as a bug in _features would) exceeds it by half (0.050 against 0.032). Faked: the fitter's feature
+    function, to build the broken fitter."""
+    features = fit_module._features
+
+    def without_per_seq(cols, method, gamma, b, f):
+        return [0.0 if kind == "per_seq" else v for (kind, _), v in zip(cols, features(cols, method, gamma, b, f),
+                                                                          strict=True)]
+
+    monkeypatch.setattr(fit_module, "_features", without_per_seq)
+    e = fit_errors(grid())
+    assert e["rms"] > 1.3 * e["rms_bound"], e
+
+
+def test_fitted_tau_is_the_generating_acceptance_at_unmeasured_gammas():
     points = grid()
-    coef = fit_coefficients(points)
-    assert coef.overhead_ms == pytest.approx(TRUE["overhead_ms"], rel=1e-6)
-    assert coef.per_seq_ms == pytest.approx(TRUE["per_seq_ms"], rel=1e-6)
-    assert coef.per_token_ms == pytest.approx(TRUE["per_token_ms"], rel=1e-6)
-    assert coef.draft_ms_per_token["draft_model"] == pytest.approx(4.0, rel=1e-6)
-    assert coef.draft_ms_per_token_seq["draft_model"] == pytest.approx(0.5, rel=1e-6)
-    assert coef.draft_ms_per_seq["ngram"] == pytest.approx(0.3, rel=1e-4)
-    assert coef.spec_step_ms == pytest.approx(TRUE["spec_step"], rel=1e-4)
-    assert coef.utilization == pytest.approx({"1": 0.9, "4": 0.8})
-
-
-def test_noisy_points_recover_the_coefficients_within_tolerance():
-    coef = fit_coefficients(grid(noise=0.05, repeats=3))
-    assert coef.overhead_ms == pytest.approx(TRUE["overhead_ms"], rel=0.15)
-    assert coef.per_token_ms == pytest.approx(TRUE["per_token_ms"], rel=0.3)
-    assert coef.draft_ms_per_token["draft_model"] == pytest.approx(4.0, rel=0.3)
+    acc, coef = fit_acceptance(points), fit_coefficients(points)
+    for cfg in [*HELD_OUT, EngineConfig(method="none")]:
+        # τ = 1 + f·Σ cumulative acceptance; the counters are exact, so the fitted τ is too (noise is on time only)
+        expected = 1.0 if cfg.method == "none" else 1 + FRACTION[cfg.method] * sum(CUM[cfg.method][:cfg.gamma])
+        assert predict(coef, acc, cfg, 1).tau == pytest.approx(expected, rel=1e-9)
 
 
 def test_fitted_acceptance_is_the_counters_ratio_per_position():
@@ -64,18 +128,6 @@ def test_fitted_acceptance_is_the_counters_ratio_per_position():
     assert acc["ngram"].draft_fraction == pytest.approx(FRACTION["ngram"])
     # position i pools only points whose γ reaches it: position 5 exists only at γ=6
     assert acc["ngram"].drafts[5] < acc["ngram"].drafts[0]
-
-
-def test_predictions_of_the_fitted_model_match_the_generating_model():
-    points = grid()
-    acc = fit_acceptance(points)
-    coef = fit_coefficients(points)
-    for cfg in (EngineConfig(method="draft_model", gamma=5, draft="/d"), EngineConfig(method="ngram", gamma=2),
-                EngineConfig(method="none")):
-        for b in (1, 4):
-            p = predict(coef, acc, cfg, b)
-            assert p.tau == pytest.approx(true_tau(cfg), rel=1e-6)
-            assert p.step_ms == pytest.approx(true_step_ms(cfg, b), rel=1e-6)
 
 
 def test_tau_comes_from_decode_steps_not_drafts_when_ngram_skips_steps():

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specops.api.tune import TuneOptions, tune
@@ -210,6 +210,7 @@ def test_writing_to_an_unwritable_path_is_an_input_error(tmp_path):
     assert write_tune_html("<html/>", tmp_path / "out" / "tune.html").read_text() == "<html/>"
 
 
+@settings(deadline=None)  # a loaded 2-core box is no reason to fail a property
 @given(st.floats(0, 1e5), st.floats(1e-3, 1e5))
 def test_nice_ticks_cover_the_range_evenly(lo, span):
     ticks = nice_ticks(lo, lo + span)

@@ -23,7 +23,7 @@ from specops.tune.report import figure
 from specops.tune.runner import run_grid
 from specops.tune.store import PointStore, list_runs
 from specops.tune.types import EngineConfig
-from tests.tune.fakes import FakeDeployer, FakeMeasurer
+from tests.tune.fakes import FakeDeployer, FakeMeasurer, true_step_ms, unmodelled_step_ms
 
 
 def options(**kw) -> TuneOptions:
@@ -150,7 +150,7 @@ def test_the_calibration_is_stored_by_name_with_its_data_and_predicts():
     assert profile.step_overhead_ms == pytest.approx(cal.coefficients.overhead_ms + cal.coefficients.per_seq_ms)
     assert {m.method for m in measured} == {"ngram", "draft_model"}
     row = open_registry().get_calibration("fake-cal")
-    assert row.document["coefficients"]["overhead_ms"] == pytest.approx(20.0, rel=1e-6)
+    assert row.document["coefficients"] == result.calibration.coefficients.model_dump(mode="json")
     assert row.samples == cal.samples and row.run_id == result.run_id
 
 
@@ -180,8 +180,13 @@ def test_a_calibration_file_from_an_older_version_is_imported(specops_home):
 def test_the_report_compares_every_point_and_names_the_picks():
     result = tune(options(), deployer=FakeDeployer(), measurer=FakeMeasurer())
     rep = result.report
-    assert all(r.error_pct is not None and abs(r.error_pct) < 1e-6 for r in rep.rows)
-    assert rep.median_leave_out_error_pct is not None and rep.median_leave_out_error_pct < 1.0
+    # the fake's truth has a cost the fitter cannot model (tests/tune/fakes.py); an oracle knowing every
+    # modelled cost exactly would be off by the contention share, at worst this much on this grid:
+    oracle_pct = 100 * max(unmodelled_step_ms(r.config, r.concurrency) / true_step_ms(r.config, r.concurrency)
+                           for r in rep.rows)
+    assert 2 < oracle_pct < 5  # the grid reaches where the unmodelled term matters
+    assert all(r.error_pct is not None and abs(r.error_pct) < oracle_pct for r in rep.rows)
+    assert rep.median_leave_out_error_pct is not None and rep.median_leave_out_error_pct < oracle_pct
     assert {p.concurrency for p in rep.model_picks} == {1, 4} == {p.concurrency for p in rep.best_measured}
     assert all(v.endswith("ok") for v in rep.pick_within)
 

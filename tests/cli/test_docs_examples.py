@@ -1,0 +1,220 @@
+"""Every `specops ...` command in a fenced block of docs/*.md runs as written (tests/cli/docexamples.py
+extracts them), or is listed here with the reason it cannot run on this machine.
+
+Each doc's runnable examples run in order, as a reader would type them, through bash in a fresh
+working folder (with ``tests`` linked in, for the commands that name the tiny models) and a fresh
+SPECOPS_HOME; each is checked for its exit code and one key output (stdout and stderr, or the file
+it redirects into). The folders a doc assumes (``./llama``, ``./models/...``) are the committed tiny
+models; nothing else is faked. A synopsis (``[--opt]``, ``A | B``, ``NAME``) is not an example: its
+command is checked to exist (``--help`` exits 0). A new example that is in no table fails
+``test_every_documented_example_is_accounted_for``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.docexamples import Example, examples
+from tests.conftest import REPO
+
+TINY = REPO / "tests" / "assets" / "tiny-models"
+
+# command as written -> (exit code, regex that must be found, file that holds the output or None)
+RUNS: dict[str, tuple[int, str, str | None]] = {
+    # demo.md
+    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --draft "
+    "tests/assets/tiny-models/draft-v1 --method draft_model --num-speculative-tokens 3 --vllm-version 0.32.0 "
+    "--context-len 256 --output-len 128 --output deployment": (0, r"method: draft_model", None),
+    # deploy.md (the rest of its block starts an engine: ENGINE below)
+    "specops recommend --model ./llama --gpu cpu --task code --context-len 256 --name tiny --output deployment "
+    "> deploy.yaml": (0, r"(?m)^name: tiny$", "deploy.yaml"),
+    "specops deploy deploy.yaml --dry-run        # the exact argv and environment; starts nothing":
+        (0, r"--max-model-len 512", None),
+    # kubernetes.md: deploy.yaml is the 70B EAGLE-3 spec the page describes (tests/k8s/llama70b-eagle31.yaml)
+    "specops deploy deploy.yaml --platform kubernetes --dry-run     # render + validate + write manifests/<name>/":
+        (0, r"wrote manifests/llama70b-eagle31/ \(\d+ files\)", None),
+    # lineage.md
+    "specops lineage register-target ./models/llama-8b --name llama-8b --version 2024-07":
+        (0, r"registered target llama-8b@2024-07 \(f1:", None),
+    "specops lineage register-target meta-llama/Llama-3.1-8B@0e9e39f249a16976918f6564b8830bc894c89659":
+        (0, r"registered target meta-llama/Llama-3.1-8B@0e9e39f2", None),
+    'specops lineage register-draft ./models/llama-8b-eagle3 --target llama-8b@2024-07 --trained-on "sharegpt 50k" '
+    '--trainer-cmd "speculators train ..."': (0, r"registered draft_model draft llama-8b-eagle3@v1 for llama-8b@2024-07",
+                                              None),
+    "specops lineage register-draft ngram --target llama-8b --method ngram":
+        (0, r"registered ngram draft ngram@v1 for llama-8b@2024-07", None),
+    "specops lineage list": (0, r"llama-8b-eagle3", None),
+    'specops lineage list --output json      # {"targets": [...], "drafts": [... "target": "name@version", '
+    '"method": ...]}': (0, r'"target": "llama-8b@2024-07"', None),
+    "specops lineage show llama-8b           # every version, every recorded fact": (0, r"2024-07", None),
+    "specops lineage tree                    # targets -> drafts -> deployments": (0, r"llama-8b-eagle3", None),
+    "specops lineage check --target llama-8b@2024-07 --draft llama-8b-eagle3 --vllm-version 0.33.0":
+        (0, r"llama-8b-eagle3@v1 on llama-8b@2024-07 \(draft_model, vLLM 0.33.0\): compatible", None),
+    "specops lineage export --file registry.json                # events only with --with-events":
+        (0, r'"llama-8b-eagle3"', "registry.json"),
+    "specops lineage prune --raw 7d --hourly 30d --horizon 365d": (0, r"^would delete 0 measurements", None),
+    "specops lineage prune --raw 7d --hourly 30d --horizon 365d --apply": (0, r"^did delete 0 measurements", None),
+    # monitor.md
+    "specops monitor --once --record-baseline                                 # ... and record baselines":
+        (0, r"cycle ok: 0 seen", None),
+    "specops runbook list": (0, r"acceptance-drop", None),
+    "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
+    # performance-model.md
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
+        (0, r"eagle3", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 64   # none: range reaches "
+    "0.65x": (0, r"none γ=- KV auto[\s\S]*0\.65x", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 64 --allow-uncertain":
+        (0, r"num_speculative_tokens_per_batch_size", None),
+    # recommend.md
+    "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
+        (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),
+    "specops recommend --model llama-3.1-8b --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
+        (0, r'"method": "', None),
+    "specops recommend --model llama-3.1-8b --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
+    "specops recommend --model llama-3.1-8b --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
+    "specops recommend --model llama-3.1-8b --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
+        (0, r'"method":"eagle3".*"num_speculative_tokens":7', None),
+    "specops recommend --model vicuna-7b --gpu A100-80GB --context-len 1024 --method medusa --vllm-version 0.32.0":
+        (0, r'"method":"medusa"', None),
+    "specops recommend --model llama-3.1-8b --gpu H100 --output deployment --name chat-8b > chat-8b.yaml":
+        (0, r"(?m)^name: chat-8b$", "chat-8b.yaml"),
+    # tune.md
+    "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
+}
+
+# the deploy.md block past its dry run, on a real CPU engine (after the two RUNS lines of that block)
+ENGINE: dict[str, tuple[int, str]] = {
+    "specops deploy deploy.yaml                  # check, gate, start, wait for /health, record": (0, r"tiny"),
+    "specops status tiny                         # health, uptime, live acceptance from /metrics": (0, r"tiny"),
+    "specops logs tiny -n 50                     # the engine log (-f to follow)": (0, r"\S"),
+    "specops restart tiny                        # stop + start from the saved spec (warm compile cache)":
+        (0, r"tiny"),
+    "specops stop tiny                           # SIGTERM the process group, SIGKILL after --grace": (0, r"tiny"),
+}
+
+# examples that cannot run here as written, and why (the tests that cover the same code instead)
+ELSEWHERE: dict[str, str] = {
+    "specops deploy deploy.yaml --platform kubernetes               # ... + server-side apply + wait + record":
+        "needs a Kubernetes cluster (tests/k8s: emulated API)",
+    "specops deploy canary.yaml --platform kubernetes --canary-of llama70b-eagle31 --replicas 1":
+        "needs a Kubernetes cluster running llama70b-eagle31 (tests/k8s)",
+    "specops promote llama70b-eagle31-k5      # the canary's config becomes the stable's; canary deleted":
+        "needs a Kubernetes cluster with the canary (tests/k8s)",
+    "specops rollback llama70b-eagle31-k5     # canary deleted; the stable serves everything":
+        "needs a Kubernetes cluster with the canary (tests/k8s)",
+    "specops lineage import registry.json --db postgresql+psycopg://user@db/specops":
+        "needs a PostgreSQL server named db (tests/registry under the postgres marker)",
+    "specops monitor --once --prometheus-url http://prometheus:9090          # one cycle (cron, CronJob)":
+        "needs a Prometheus reachable as http://prometheus:9090 (tests/drift, tests/metrics under prometheus)",
+    "specops monitor --interval 60 --metrics-port 9108 --policy default       # the control loop":
+        "runs until stopped (the loop: tests/drift with a fake clock)",
+    "specops monitor --once --dry-run --deployment chat -o json               # decide, record, do nothing":
+        "needs a running deployment named chat (tests/drift/test_engine_drift.py, engine)",
+    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
+    "--output-len 64 --vllm-version 0.32.0 --calibration tiny-cpu-full":
+        "needs the calibration a full `specops tune` of the tiny models stores (an hour of CPU engines)",
+    "specops tune --spec deploy.yaml --workload code --methods ngram,draft_model --gammas 1,2,3,4,6 --concurrency 1,4 "
+    "--budget-minutes 60 --name tiny-cpu": "a 60-minute grid of CPU engines (tests/tune/test_engine_tune.py: 3 engines)",
+    "specops tune --resume 20260101-120000-ab12                  # continue an interrupted run":
+        "the reader's own run id (resume: tests/tune/test_engine_tune.py)",
+    "specops tune --resume 20260101-120000-ab12 --refit          # fit + report stored points, measure nothing":
+        "the reader's own run id (refit: tests/tune/test_runner.py)",
+    "specops tune --model ./target --draft ./draft --dtype float32 --enforce-eager --cpus 1 --html tune.html      "
+    "                                  # pinned CPU engine, plotted report":
+        "a full grid of CPU engines, tens of minutes (tests/tune/test_engine_tune.py, tests/tune/test_html.py)",
+    "specops tune --endpoint-for none=http://a:8000 --endpoint-for ngram-g2=http://b:8000 --methods ngram --gammas 2"
+    "                              # remote engines: tune only, no redeploy":
+        "needs engines at hosts a and b (tests/tune/test_remote_tune.py, engine)",
+    'specops gate --spec "$spec" --profile gpu-default --junit "junit/$(basename "$spec" .yaml).xml"':
+        "a line of the CI workflow's loop: $spec is set by the loop, against the team's registry",
+}
+
+ALL = examples()
+BY_DOC: dict[str, list[Example]] = {}
+for _e in ALL:
+    if not _e.synopsis and _e.command in RUNS:
+        BY_DOC.setdefault(_e.doc, []).append(_e)
+
+
+def _world(tmp_path: Path, doc: str) -> Path:
+    """The working folder a reader of ``doc`` has: the repo's tests (tiny models) and the folders the doc names."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "tests").symlink_to(REPO / "tests")
+    shutil.copytree(TINY / "target-v1", cwd / "llama")
+    (cwd / "models").mkdir()
+    shutil.copytree(TINY / "target-v1", cwd / "models" / "llama-8b")
+    shutil.copytree(TINY / "draft-v1", cwd / "models" / "llama-8b-eagle3")
+    if doc == "kubernetes.md":
+        shutil.copy(REPO / "tests" / "k8s" / "llama70b-eagle31.yaml", cwd / "deploy.yaml")
+    return cwd
+
+
+def _run(command: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``command`` through bash as written, ``specops`` being this checkout's CLI."""
+    script = f'specops() {{ "{sys.executable}" -m specops "$@"; }}\n{command}\n'
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               COLUMNS="200")
+    return subprocess.run(["bash", "-c", script], cwd=str(cwd), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _check(e: Example, r: subprocess.CompletedProcess, rc: int, pattern: str, out: str | None, cwd: Path) -> str:
+    text = (cwd / out).read_text() if out and (cwd / out).is_file() else r.stdout + r.stderr
+    if r.returncode != rc or not re.search(pattern, text):
+        return f"{e.id}: `{e.command}` exited {r.returncode} (want {rc}), /{pattern}/ in:\n{(r.stdout + r.stderr)[-1500:]}"
+    return ""
+
+
+def test_every_documented_example_is_accounted_for():
+    runnable = [e for e in ALL if not e.synopsis]
+    unknown = [f"{e.id}: {e.command}" for e in runnable if e.command not in RUNS | ENGINE | ELSEWHERE]
+    assert unknown == [], "add each to RUNS (fast), ENGINE or ELSEWHERE (with the reason)"
+    stale = [c for c in RUNS | ENGINE | ELSEWHERE if c not in {e.command for e in runnable}]
+    assert stale == [], "these are no longer in docs/"
+    assert len(runnable) >= 40 and len(RUNS) >= 25
+
+
+@pytest.mark.parametrize("doc", sorted(BY_DOC))
+def test_the_examples_of_each_doc_run_as_written(doc, tmp_path):
+    cwd = _world(tmp_path, doc)
+    failures = []
+    for e in BY_DOC[doc]:
+        failures.append(_check(e, _run(e.command, cwd), *RUNS[e.command], cwd))
+    assert [f for f in failures if f] == []
+
+
+@pytest.mark.parametrize("e", [e for e in ALL if e.synopsis], ids=lambda e: e.id)
+def test_every_synopsis_names_a_real_command(e, tmp_path):
+    words = []
+    for w in e.command.split()[1:]:
+        if not re.fullmatch(r"[a-z][a-z-]*", w):
+            break
+        words.append(w)
+    r = _run(f"specops {' '.join(words)} --help", tmp_path)
+    assert r.returncode == 0 and "Usage" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_the_deploy_page_block_runs_on_a_real_engine(tmp_path, engine_lock):
+    """deploy.md's block top to bottom: recommend, dry run, deploy (a real vLLM CPU engine on the spec's
+    port), status, logs, restart, stop."""
+    cwd = _world(tmp_path, "deploy.md")
+    block = [e for e in ALL if e.doc == "deploy.md" and e.command in RUNS | ENGINE]
+    assert [e.command in ENGINE for e in block] == [False, False] + [True] * len(ENGINE)
+    failures = []
+    try:
+        for e in block:
+            rc, pattern, out = RUNS[e.command] if e.command in RUNS else (*ENGINE[e.command], None)
+            failures.append(_check(e, _run(e.command, cwd, timeout=1200), rc, pattern, out, cwd))
+    finally:
+        _run("specops stop tiny", cwd)
+    assert [f for f in failures if f] == []
