@@ -96,7 +96,7 @@ def test_no_acceptance_alert_without_speculation():
     assert set(rules) == {"SpecopsHighTPOT"} and "annotations" not in obj["metadata"]
 
 
-@pytest.mark.prometheus
+@pytest.mark.promtool
 @pytest.mark.parametrize("case", ["ngram", "eagle3-g7"])
 def test_promtool_fires_below_break_even_and_stays_quiet_at_the_expected_rate(case, tmp_path):
     """promtool evaluates the rendered rules over 20 minutes of synthetic counters (vLLM's names and
