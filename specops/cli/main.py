@@ -45,7 +45,12 @@ COMMAND_MODULES = [
 ]
 
 
+_registered: list[str] = []
+
+
 def _register_all() -> None:
+    if _registered:  # main() may run many times in one process (tests); register once
+        return
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(f"specops.cli.{name}")
@@ -54,6 +59,7 @@ def _register_all() -> None:
                 continue  # capability not built yet
             raise
         module.register(app)
+        _registered.append(name)
 
 
 @app.callback(invoke_without_command=True)
