@@ -74,6 +74,7 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
 def _capability(spec) -> CheckResult:
     from specops.engines.argv import render_argv
     from specops.errors import SpecopsError
+    from specops.secrets import redact_argv
 
     desc = "The vLLM version named in the spec has every method, flag and KV dtype it uses."
     try:
@@ -81,7 +82,8 @@ def _capability(spec) -> CheckResult:
     except SpecopsError as exc:
         return _gate_result("gate.capability", desc, "config", "fail", exc.message, exc.fix)
     return _gate_result("gate.capability", desc, "config", "pass",
-                        f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)", evidence={"argv": argv})
+                        f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)",
+                        evidence={"argv": redact_argv(argv)})
 
 
 def _spec_lineage(spec, registry) -> CheckResult:

@@ -70,10 +70,12 @@ class EngineBlock(_Strict):
     @field_validator("extra_args")
     @classmethod
     def _no_secrets_in_args(cls, v: list[str]) -> list[str]:
-        for a in v:
-            if a.split("=", 1)[0] in ("--api-key", "--hf-token"):
-                raise ValueError(f"{a.split('=', 1)[0]} may not be given in extra_args (it would be a secret in "
-                                 "argv). To fix: use serve.api_key (env or file) instead")
+        from specops.secrets import secret_options
+
+        found = secret_options(v)
+        if found:  # any spelling vLLM accepts: --api_key, --API-KEY=..., --hf_token VALUE
+            raise ValueError(f"{found[0]} may not be given in extra_args (it would be a secret in "
+                             "argv). To fix: use serve.api_key (env or file) or kubernetes.hf_token_secret instead")
         return v
 
 
