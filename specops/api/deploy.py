@@ -24,7 +24,10 @@ def deploy(spec_file: str | Path, *, platform: str | None = None, dry_run: bool 
     """Deploy the spec in ``spec_file`` on its platform (or ``platform``); returns the launch result
     (``DeployResult`` locally, ``KubeDeployResult`` on Kubernetes), each with ``summary_lines()``."""
     from specops.engines.spec import load_spec
+    from specops.models import check_deployment_name
 
+    if canary_of is not None:  # a label value and an object name: the one name rule, before anything renders
+        check_deployment_name(canary_of, "--canary-of")
     spec = load_spec(spec_file)
     where = (platform or spec.platform).lower()
     if where not in PLATFORMS:

@@ -16,8 +16,8 @@ import re
 
 from specops.errors import InputError, MeasurementError
 from specops.metrics.scrape import base_url
+from specops.models import check_deployment_name
 
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -56,9 +56,7 @@ def adopt(name: str, endpoint: str, *, served_name: str | None = None, target: s
     """Record (or update) an adopted deployment; returns (DeploymentPublic, notes)."""
     from specops.registry import open_registry
 
-    if not NAME.match(name or ""):
-        raise InputError(f'deployment name "{name}" is not valid',
-                         "use lowercase letters, digits, '-', '_' or '.', up to 63 characters")
+    check_deployment_name(name)
     if api_key_env and not ENV_NAME.match(api_key_env):
         raise InputError(f'--api-key-env "{api_key_env}" is not an environment variable name',
                          "pass the NAME of the variable (e.g. VLLM_API_KEY), never the key itself")

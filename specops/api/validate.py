@@ -24,7 +24,10 @@ def report(deployment: str, out: str | Path | None = None, *, registry=None) -> 
     """Write the HTML report of ``deployment`` (default file ``<deployment>-report.html``); returns its path."""
     from specops.checks.report import render_html, report_from_registry, write_report
     from specops.registry import open_registry
+    from specops.settings import check_path_component
 
+    if out is None:  # the default file is built from the name: it must stay in the working folder
+        check_path_component(deployment, "deployment name")
     parts = report_from_registry(registry or open_registry(), deployment)
     return write_report(render_html(**parts), out or f"{deployment}-report.html")
 

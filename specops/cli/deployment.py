@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 @deployment_app.command("register")
 def register_command(
-    name: str = typer.Argument(..., help="Deployment name (lowercase, digits, '-', '_', '.')."),
+    name: str = typer.Argument(..., help="Deployment name (lowercase letters, digits and '-'; at most 63)."),
     endpoint: str = typer.Option(..., "--endpoint", help="Base URL of the running vLLM server."),
     served_name: str = typer.Option(None, "--served-name", help="Served model name (default: the only one)."),
     target: str = typer.Option(None, "--target", help="Target model NAME@VERSION (registry ref or as given)."),

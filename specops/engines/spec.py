@@ -7,7 +7,6 @@ and the HF token are named by environment variable or file (locally) or by Kuber
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specops.capabilities import DEFAULT_VLLM_VERSION
 from specops.engines.argv import LaunchConfig
-
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+from specops.models import DEPLOYMENT_NAME as DNS1123_LABEL  # the one name rule
+from specops.models import NAME_RULE
 
 
 class _Strict(BaseModel):
@@ -148,8 +147,7 @@ class DeploymentSpec(_Strict):
     @classmethod
     def _dns_label(cls, v: str) -> str:
         if not DNS1123_LABEL.match(v):
-            raise ValueError(f'"{v}" is not a DNS-1123 label. To fix: use lowercase letters, digits and "-", '
-                             "start and end with a letter or digit, at most 63 characters")
+            raise ValueError(f'"{v[:80]}" is not a DNS-1123 label. To fix: use {NAME_RULE}')
         return v
 
     @model_validator(mode="after")
