@@ -147,8 +147,14 @@ def load_yaml(path: str | Path) -> Any:
 
 def _read(path: str | Path) -> tuple[Any, dict[tuple, int]]:
     p = Path(path)
-    if not p.is_file():
-        raise ConfigFileError(f"file not found: {p}", "check the path", path=None)
+    try:
+        found = p.is_file()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        shown = str(p)[:120].encode("unicode_escape").decode()
+        raise ConfigFileError(f"cannot use the path {shown}...: {getattr(exc, 'strerror', None) or exc}",
+                              "check the path", path=None) from None
+    if not found:
+        raise ConfigFileError(f"file not found: {str(p)[:300]}", "check the path", path=None)
     check_size(p)
     try:
         text = p.read_text(encoding="utf-8")
