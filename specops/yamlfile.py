@@ -74,6 +74,13 @@ class _StrictLoader(yaml.SafeLoader):
                                   line=node.start_mark.line + 1)
         return value
 
+    def construct_yaml_int(self, node):  # type: ignore[override]
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more than 4,300 digits (Python's int conversion limit)
+            raise ConfigFileError(f"integer of {len(node.value)} digits is too long", "write a smaller number",
+                                  line=node.start_mark.line + 1) from None
+
     def _compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -94,6 +101,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
