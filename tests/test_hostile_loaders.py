@@ -174,7 +174,7 @@ def test_deployment_register_and_canary_of_follow_the_one_name_rule(tmp_path, na
 
 # --- the registry: --db, newer schema, corruption -------------------------------------------------------
 
-@pytest.mark.parametrize("db", ["::::", "no-such-dir/reg.db", "x" * 5000])
+@pytest.mark.parametrize("db", ["::::", "no-such-dir/reg.db", "x" * 300])
 def test_db_must_be_a_url_or_an_existing_file(tmp_path, monkeypatch, db):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_main("lineage", "list", "--db", db)
