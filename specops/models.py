@@ -5,9 +5,30 @@ Capability-specific types live in their packages (``planner.types``, ``engines.s
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+DEPLOYMENT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""The one rule for a deployment name, everywhere (specs, ``deployment register``, ``--canary-of``,
+``lineage import``): a DNS-1123 label — lowercase letters, digits and ``-``, starting and ending with a
+letter or digit, at most 63 characters. It names a Kubernetes object, a label value and a folder
+(``$SPECOPS_HOME/deployments/<name>/``), so it must be safe as all three."""
+
+NAME_RULE = ('lowercase letters, digits and "-", starting and ending with a letter or digit, '
+             "at most 63 characters (a DNS-1123 label)")
+
+
+def check_deployment_name(name: object, what: str = "deployment name") -> str:
+    """``name`` when it follows :data:`DEPLOYMENT_NAME`; else an InputError (exit 2) that names the rule."""
+    from specops.errors import InputError
+
+    if not isinstance(name, str) or not DEPLOYMENT_NAME.match(name):
+        shown = repr(name) if not isinstance(name, str) else '"' + name[:80].encode("unicode_escape").decode() + (
+            '..."' if len(name) > 80 else '"')
+        raise InputError(f"{what} {shown} is not valid", f"use {NAME_RULE}")
+    return name
 
 Severity = Literal["info", "warning", "error"]
 

@@ -33,7 +33,31 @@ def deployments_dir() -> Path:
 
 
 def deployment_dir(name: str) -> Path:
+    """``$SPECOPS_HOME/deployments/<name>/``; a name that would leave that folder (``..``, ``/``, an
+    absolute path, control characters, too long for a file name) is an InputError, never a path."""
+    check_path_component(name, "deployment name")
     return deployments_dir() / name
+
+
+def check_path_component(name: object, what: str = "name") -> str:
+    """``name`` when it is safe as one file-name component inside a folder; else an InputError."""
+    ok = (isinstance(name, str) and 0 < len(name) <= 200 and name not in (".", "..")
+          and not any(c in name for c in "/\\") and all(c.isprintable() for c in name))
+    if not ok:
+        from specops.errors import InputError
+
+        shown = (name[:60].encode("unicode_escape").decode() + ("..." if len(name) > 60 else "")
+                 if isinstance(name, str) else repr(name))
+        raise InputError(f'{what} "{shown}" cannot name a file or folder (no "/", "..", control characters; '
+                         "at most 200 characters)", "use lowercase letters, digits and \"-\"")
+    return name  # type: ignore[return-value]
+
+
+KNOWN_SETTINGS = ("db", "gpu", "interval", "leader_lease", "leader_lease_seconds", "metrics_addr", "metrics_port",
+                  "namespace", "pod_name", "policy", "profile", "prometheus_ca_file", "prometheus_insecure",
+                  "prometheus_token", "prometheus_token_file", "prometheus_url", "retrain_data", "vllm_version")
+"""Every name :func:`setting` is asked for (tests/test_settings.py checks the code against it). A key
+in config.yaml outside this list is refused with "did you mean" (a typo would otherwise be ignored)."""
 
 
 def _config_file_values() -> dict[str, Any]:
@@ -49,7 +73,18 @@ def _config_file_values() -> dict[str, Any]:
         raise ConfigFileError("config.yaml must be a mapping of setting names to values",
                               "write `key: value` lines, e.g. `prometheus_url: http://...`",
                               path=str(path))
-    return {str(k).lower().replace("-", "_"): v for k, v in data.items()}
+    values = {str(k).lower().replace("-", "_"): v for k, v in data.items()}
+    for key in values:
+        if key not in KNOWN_SETTINGS:
+            from specops.errors import ConfigFileError, did_you_mean
+            from specops.yamlfile import parse_yaml_text
+
+            _, lines = parse_yaml_text(path.read_text(encoding="utf-8"), str(path))
+            line = next((n for k, n in lines.items() if len(k) == 1 and str(k[0]).lower().replace("-", "_") == key),
+                        None)
+            raise ConfigFileError(f'unknown setting "{key}".{did_you_mean(key, KNOWN_SETTINGS)}',
+                                  "remove it or use one of: " + ", ".join(KNOWN_SETTINGS), path=str(path), line=line)
+    return values
 
 
 def setting(name: str, flag_value: Any = None, default: Any = None) -> Any:
@@ -70,7 +105,19 @@ def database_url(flag_value: str | None = None) -> str:
     url = setting("db", flag_value)
     if url:
         url = str(url)
-        if "://" not in url:  # a plain path means a SQLite file
-            url = "sqlite:///" + str(Path(url).expanduser().resolve())
+        if "://" not in url:  # a plain path means an existing SQLite file; a new one is named by URL
+            path = Path(url).expanduser()
+            try:
+                exists = path.is_file()
+            except (OSError, ValueError):  # too long, NUL byte
+                exists = False
+            if not exists:
+                from specops.errors import InputError
+
+                shown = url[:120].encode("unicode_escape").decode()
+                raise InputError(f'--db "{shown}" is neither a database URL nor an existing registry file',
+                                 "give a URL (sqlite:////path/specops.db creates one, postgresql+psycopg://"
+                                 "user@host/db) or the path of an existing SQLite registry")
+            url = "sqlite:///" + str(path.resolve())
         return url
     return "sqlite:///" + str(specops_home() / "specops.db")

@@ -1,7 +1,11 @@
 """Strict YAML loading for specs, playbooks and catalogs.
 
 - Safe loader only; anchors and aliases are refused (no alias bombs, no hidden sharing).
-- Errors name the file and line.
+- Bounded: a file larger than :data:`MAX_BYTES` is refused before it is read, nesting deeper than
+  :data:`MAX_DEPTH` is refused while parsing (never a RecursionError).
+- A key given twice in one mapping is refused (YAML would silently keep the last one), and so is a
+  non-finite number (``.inf``, ``.nan``): no specops file has a use for either.
+- Errors name the file and line (exit 2).
 - :func:`load_model` validates with a pydantic model and turns the first validation error into
   one line with file, line, what is wrong, "did you mean" for unknown keys, and ``To fix:``.
 """
@@ -17,11 +21,67 @@ from specops.errors import ConfigFileError, did_you_mean
 
 T = TypeVar("T")
 
+MAX_BYTES = 8 << 20
+"""Largest YAML file specops reads (8 MiB; the shipped playbooks are under 20 KiB)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists accepted in a YAML file."""
+
+
+def check_size(path: str | Path, limit: int = MAX_BYTES) -> None:
+    """Refuse a file larger than ``limit`` bytes before reading it (a 100 MB input answers at once)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # reading it will report the problem
+    if size > limit:
+        raise ConfigFileError(f"the file is {size / 2**20:.1f} MiB, more than specops reads "
+                              f"({limit / 2**20:.0f} MiB)", "give the intended file; specs and playbooks are small",
+                              path=str(path))
+
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases."""
+    """SafeLoader that refuses anchors, aliases, duplicate keys, non-finite numbers and deep nesting."""
+
+    _depth = 0
 
     def compose_node(self, parent, index):  # type: ignore[override]
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                event = self.peek_event()
+                raise ConfigFileError(f"nested more than {MAX_DEPTH} levels deep",
+                                      "flatten the structure; no specops file nests that deep",
+                                      line=event.start_mark.line + 1)
+            node = self._compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise ConfigFileError(f'key "{key.value}" is given twice (first at line {seen[key.value]})',
+                                              "keep one of them; YAML would silently use the last",
+                                              line=key.start_mark.line + 1)
+                    seen[key.value] = key.start_mark.line + 1
+        return node
+
+    def construct_yaml_float(self, node):  # type: ignore[override]
+        value = super().construct_yaml_float(node)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigFileError(f'non-finite number "{node.value}"', "write a finite number",
+                                  line=node.start_mark.line + 1)
+        return value
+
+    def construct_yaml_int(self, node):  # type: ignore[override]
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more than 4,300 digits (Python's int conversion limit)
+            raise ConfigFileError(f"integer of {len(node.value)} digits is too long", "write a smaller number",
+                                  line=node.start_mark.line + 1) from None
+
+    def _compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise ConfigFileError(
@@ -38,6 +98,10 @@ class _StrictLoader(yaml.SafeLoader):
                 line=event.start_mark.line + 1,
             )
         return super().compose_node(parent, index)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
@@ -57,6 +121,9 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
 
 def parse_yaml_text(text: str, source: str = "<string>") -> tuple[Any, dict[tuple, int]]:
     """Parse YAML text; return (data, {key path: line})."""
+    if len(text) > MAX_BYTES:
+        raise ConfigFileError(f"the text is {len(text) / 2**20:.1f} MiB, more than specops reads "
+                              f"({MAX_BYTES / 2**20:.0f} MiB)", "give the intended file", path=source)
     try:
         loader = _StrictLoader(text)
         try:
@@ -70,6 +137,8 @@ def parse_yaml_text(text: str, source: str = "<string>") -> tuple[Any, dict[tupl
     except ConfigFileError as exc:
         raise ConfigFileError(exc.message.split(": ", 1)[-1] if exc.path else exc.message, exc.fix,
                               path=source, line=exc.line) from None
+    except RecursionError:  # a last line of defence; MAX_DEPTH stops nesting first
+        raise ConfigFileError("nested too deeply", "flatten the structure", path=source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -86,8 +155,15 @@ def load_yaml(path: str | Path) -> Any:
 
 def _read(path: str | Path) -> tuple[Any, dict[tuple, int]]:
     p = Path(path)
-    if not p.is_file():
-        raise ConfigFileError(f"file not found: {p}", "check the path", path=None)
+    try:
+        found = p.is_file()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        shown = str(p)[:120].encode("unicode_escape").decode()
+        raise ConfigFileError(f"cannot use the path {shown}...: {getattr(exc, 'strerror', None) or exc}",
+                              "check the path", path=None) from None
+    if not found:
+        raise ConfigFileError(f"file not found: {str(p)[:300]}", "check the path", path=None)
+    check_size(p)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -28,7 +28,10 @@ def deploy(spec_file: str | Path, *, platform: str | None = None, dry_run: bool 
     Kubernetes only: ``force_conflicts`` takes over fields another field manager owns;
     ``server_dry_run`` has the API server check every object without storing it."""
     from specops.engines.spec import load_spec
+    from specops.models import check_deployment_name
 
+    if canary_of is not None:  # a label value and an object name: the one name rule, before anything renders
+        check_deployment_name(canary_of, "--canary-of")
     spec = load_spec(spec_file)
     where = (platform or spec.platform).lower()
     if where not in PLATFORMS:

@@ -16,8 +16,8 @@ import re
 
 from specops.errors import InputError, MeasurementError
 from specops.metrics.scrape import base_url
+from specops.models import check_deployment_name
 
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -52,18 +52,18 @@ def probe(endpoint: str, api_key_env: str | None = None, timeout: float = 10.0) 
 
 def adopt(name: str, endpoint: str, *, served_name: str | None = None, target: str | None = None,
           draft: str | None = None, method: str | None = None, api_key_env: str | None = None,
-          check: bool = True, reg=None):
+          check: bool = True, reg=None, db: str | None = None):
     """Record (or update) an adopted deployment; returns (DeploymentPublic, notes)."""
     from specops.registry import open_registry
 
-    if not NAME.match(name or ""):
-        raise InputError(f'deployment name "{name}" is not valid',
-                         "use lowercase letters, digits, '-', '_' or '.', up to 63 characters")
+    check_deployment_name(name)
+    if method is not None:
+        method = _known_method(method)
     if api_key_env and not ENV_NAME.match(api_key_env):
         raise InputError(f'--api-key-env "{api_key_env}" is not an environment variable name',
                          "pass the NAME of the variable (e.g. VLLM_API_KEY), never the key itself")
     endpoint = base_url(endpoint)
-    reg = reg or open_registry()
+    reg = reg or open_registry(db)
     existing = {d.name: d for d in reg.list_deployments()}.get(name)
     if existing and existing.status != "adopted":
         raise InputError(f'deployment "{name}" exists and was started by specops ({existing.platform}, '
@@ -95,11 +95,25 @@ def adopt(name: str, endpoint: str, *, served_name: str | None = None, target: s
     return row, notes
 
 
-def remove(name: str, reg=None) -> str:
+def _known_method(method: str) -> str:
+    """``method`` as vLLM names it, or an InputError with did-you-mean (never free text in the registry)."""
+    from specops.engines.argv import METHOD_ALIASES
+    from specops.errors import unknown
+    from specops.planner.types import METHODS
+
+    m = method.strip().lower()
+    m = METHOD_ALIASES.get(m, m)
+    known = (*METHODS, "ngram_gpu")
+    if m not in known:
+        raise unknown("method", method[:80], known, fix="use --method " + "|".join(known))
+    return m
+
+
+def remove(name: str, reg=None, db: str | None = None) -> str:
     """Forget an adopted deployment (measurement and event history is kept)."""
     from specops.registry import open_registry
 
-    reg = reg or open_registry()
+    reg = reg or open_registry(db)
     d = reg.get_deployment(name)
     if d.status not in ("adopted", "stopped", "failed"):
         raise InputError(f'deployment "{name}" is {d.status} ({d.platform}); removing it would orphan a '
@@ -114,15 +128,15 @@ def remove(name: str, reg=None) -> str:
     return "retired"
 
 
-def list_deployments(reg=None) -> list:
+def list_deployments(reg=None, db: str | None = None) -> list:
     """Every registered deployment (started by specops or adopted)."""
     from specops.registry import open_registry
 
-    return (reg or open_registry()).list_deployments()
+    return (reg or open_registry(db)).list_deployments()
 
 
-def get_deployment(name: str, reg=None):
+def get_deployment(name: str, reg=None, db: str | None = None):
     """One deployment's record (NotFoundError with did-you-mean when absent)."""
     from specops.registry import open_registry
 
-    return (reg or open_registry()).get_deployment(name)
+    return (reg or open_registry(db)).get_deployment(name)

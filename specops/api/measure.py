@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -70,6 +71,10 @@ def parse_concurrency(text: str) -> list[int]:
     return sorted(set(levels))
 
 
+MAX_RATE = 10_000.0
+"""Largest --rate (requests/s) bench accepts: far beyond any single engine, short of a busy loop."""
+
+
 def bench_deployment(*, deployment: str | None = None, endpoint: str | None = None, served_name: str | None = None,
                      baseline_endpoint: str | None = None, baseline_served_name: str | None = None,
                      baseline: str | None = None, workload: str = "code", concurrency: str = "1,4",
@@ -79,6 +84,9 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
                      api_key_env: str | None = None, progress=None) -> BenchResult:
     from specops.metrics import base_url, parse_duration
 
+    for flag, value, top in (("--rate", rate, MAX_RATE), ("--stress-factor", stress_factor, 1000.0)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= top):
+            raise InputError(f"{flag} {value:g} is out of range", f"give {flag} between 0 (exclusive) and {top:g}")
     if bool(deployment) == bool(endpoint):
         raise InputError("pass exactly one of --deployment NAME or --endpoint URL",
                          "name a registered deployment (see `specops deployment list`), or give a base URL")

@@ -10,6 +10,7 @@ lease.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 
@@ -21,6 +22,10 @@ from specops.settings import setting
 
 __all__ = ["CycleReport", "MonitorOptions", "list_runbooks", "monitor", "monitor_options", "run_runbook",
            "show_runbook"]
+
+
+MAX_BASELINE_HOURS = 24 * 366.0
+"""Longest stored history a recorded baseline may average over (a year)."""
 
 
 def monitor_options(*, interval: float | None = None, prometheus_url: str | None = None, policy: str | None = None,
@@ -35,8 +40,12 @@ def monitor_options(*, interval: float | None = None, prometheus_url: str | None
     except ValueError:
         raise InputError("--interval and --metrics-port must be numbers", "e.g. --interval 60 --metrics-port 9108") \
             from None
-    if interval_s <= 0:
-        raise InputError(f"--interval {interval_s:g} is not a positive number of seconds", "e.g. --interval 60")
+    if not (math.isfinite(interval_s) and 0 < interval_s <= 7 * 86400):
+        raise InputError(f"--interval {interval_s:g} is not a positive number of seconds (at most a week)",
+                         "e.g. --interval 60")
+    if not (math.isfinite(baseline_hours) and 0 < baseline_hours <= MAX_BASELINE_HOURS):
+        raise InputError(f"--baseline-hours {baseline_hours:g} is out of range",
+                         f"give between 0 (exclusive) and {MAX_BASELINE_HOURS:g} hours")
     opts = MonitorOptions(policy=str(setting("policy", policy, "default")), interval_s=interval_s,
                           prometheus_url=setting("prometheus_url", prometheus_url), dry_run=dry_run,
                           profile=setting("profile", profile), record_baseline=record_baseline,

@@ -69,7 +69,7 @@ def recommend_with_defaults(request: RecommendRequest, calibration: str | None =
     priors = default_priors()
     notes: list[str] = []
     if use_registry:
-        measured = _registry_priors()
+        measured = _registry_priors(notes)
         if measured:
             priors = priors.with_measured(*measured)
             notes.append(f"registry: {len(measured)} measured acceptance prior(s), "
@@ -90,7 +90,7 @@ def recommend_with_defaults(request: RecommendRequest, calibration: str | None =
     return plan
 
 
-def _registry_priors() -> list:
+def _registry_priors(notes: list[str]) -> list:
     from specops.settings import database_url
 
     url = database_url()
@@ -100,9 +100,14 @@ def _registry_priors() -> list:
         if not Path(url[len("sqlite:///"):]).is_file():
             return []
     from specops.checks.priors import measured_priors
+    from specops.errors import SpecopsError
     from specops.registry import open_registry
 
-    return measured_priors(open_registry(url), draft_key="source")
+    try:
+        return measured_priors(open_registry(url), draft_key="source", notes=notes)
+    except SpecopsError as exc:  # priors only add knowledge: an unreadable registry is a note, not a failure
+        notes.append(f"registry: not used for priors ({exc.one_line()})")
+        return []
 
 
 def _calibration_for(request: RecommendRequest, name: str | None):

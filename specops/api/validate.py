@@ -24,7 +24,10 @@ def report(deployment: str, out: str | Path | None = None, *, registry=None) -> 
     """Write the HTML report of ``deployment`` (default file ``<deployment>-report.html``); returns its path."""
     from specops.checks.report import render_html, report_from_registry, write_report
     from specops.registry import open_registry
+    from specops.settings import check_path_component
 
+    if out is None:  # the default file is built from the name: it must stay in the working folder
+        check_path_component(deployment, "deployment name")
     parts = report_from_registry(registry or open_registry(), deployment)
     return write_report(render_html(**parts), out or f"{deployment}-report.html")
 
@@ -74,6 +77,7 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
 def _capability(spec) -> CheckResult:
     from specops.engines.argv import render_argv
     from specops.errors import SpecopsError
+    from specops.secrets import redact_argv
 
     desc = "The vLLM version named in the spec has every method, flag and KV dtype it uses."
     try:
@@ -81,7 +85,8 @@ def _capability(spec) -> CheckResult:
     except SpecopsError as exc:
         return _gate_result("gate.capability", desc, "config", "fail", exc.message, exc.fix)
     return _gate_result("gate.capability", desc, "config", "pass",
-                        f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)", evidence={"argv": argv})
+                        f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)",
+                        evidence={"argv": redact_argv(argv)})
 
 
 def _spec_lineage(spec, registry) -> CheckResult:

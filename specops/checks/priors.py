@@ -17,11 +17,16 @@ from typing import Any
 
 
 def measured_priors(reg: Any, *, min_drafts: int = 100, limit_per_deployment: int = 1000,
-                    draft_key: str = "ref") -> list:
+                    draft_key: str = "ref", notes: list[str] | None = None) -> list:
     """Draft-weighted per-position rates per (draft, method, task) from stored measurements.
 
     ``draft_key="ref"`` names drafts NAME@VERSION (the registry's reference); ``"source"`` names them by
-    the folder or hub id they were registered from (what the planner's catalog calls a draft)."""
+    the folder or hub id they were registered from (what the planner's catalog calls a draft).
+
+    A deployment whose draft reference the registry does not know (adopted with ``--no-check`` and a
+    hub id, or a draft removed since) is skipped, never an error: priors only ever add knowledge. One
+    line per skipped deployment goes to ``notes`` when given."""
+    from specops.errors import SpecopsError
     from specops.planner.types import MeasuredAcceptance
 
     sums: dict[tuple[str, str, str], dict] = {}
@@ -30,7 +35,13 @@ def measured_priors(reg: Any, *, min_drafts: int = 100, limit_per_deployment: in
             continue
         draft = dep.draft_ref or "*"
         if draft_key == "source" and dep.draft_ref:
-            draft = reg.get_draft(dep.draft_ref).source
+            try:
+                draft = reg.get_draft(dep.draft_ref).source
+            except SpecopsError:
+                if notes is not None:
+                    notes.append(f'registry: deployment {dep.name} skipped as a prior (draft "{dep.draft_ref}" '
+                                 "is not a registered draft)")
+                continue
         for m in reg.measurements(dep.name, limit=limit_per_deployment):
             if not m.per_position or m.num_drafts <= 0:
                 continue

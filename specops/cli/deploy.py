@@ -62,7 +62,9 @@ def deploy_command(
     Example: specops deploy deploy.yaml --dry-run
     """
     from specops.api.deploy import deploy
+    from specops.cli.output import check_format
 
+    output = check_format(output, ("table", "json"))  # before any work: a bad -o never half-deploys
     result = deploy(spec_file, platform=platform, dry_run=dry_run, force=force, reason=reason, canary_of=canary_of,
                     replicas=replicas, check=not no_check, progress=_progress, force_conflicts=force_conflicts,
                     server_dry_run=server_dry_run)

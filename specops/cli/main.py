@@ -45,7 +45,12 @@ COMMAND_MODULES = [
 ]
 
 
+_registered: list[str] = []
+
+
 def _register_all() -> None:
+    if _registered:  # main() may run many times in one process (tests); register once
+        return
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(f"specops.cli.{name}")
@@ -54,6 +59,7 @@ def _register_all() -> None:
                 continue  # capability not built yet
             raise
         module.register(app)
+        _registered.append(name)
 
 
 @app.callback(invoke_without_command=True)
@@ -72,14 +78,47 @@ def _root(
         raise typer.Exit(0)
 
 
+MAX_ARG_CHARS = 4096
+"""Longest single command-line argument accepted (a longer one is refused before anything runs)."""
+
+
+def check_argv(args: list[str]) -> None:
+    """Refuse arguments no command can use: longer than MAX_ARG_CHARS or not valid UTF-8."""
+    from specops.errors import InputError
+
+    for i, a in enumerate(args, 1):
+        if len(a) > MAX_ARG_CHARS:
+            raise InputError(f"argument {i} is {len(a)} characters long, more than specops accepts "
+                             f"({MAX_ARG_CHARS})", "shorten it (put long values in a file)")
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"argument {i} is not valid UTF-8 text", "pass UTF-8 text (check the shell's locale "
+                             "and the bytes of the value)") from None
+
+
+def _usage_error(exc: Exception):
+    """click's usage error as the one-line form: what is wrong, and the --help to read."""
+    from specops.errors import InputError
+
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "specops"
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    return InputError(message or "invalid usage", f"see `{where} --help` for its arguments and options")
+
+
 def main(argv: list[str] | None = None) -> None:
+    import errno
+
     from specops.errors import SpecopsError, missing_dependency
 
     _register_all()
     command = typer.main.get_command(app)
     debug = os.environ.get("SPECOPS_DEBUG") == "1"
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        rv = command.main(args=argv, prog_name="specops", standalone_mode=False)
+        check_argv(args)
+        rv = command.main(args=args, prog_name="specops", standalone_mode=False)
     except SpecopsError as exc:
         if debug:
             raise
@@ -87,13 +126,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.TyperException as exc:  # usage errors (unknown option, bad value): typer's own message
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            typer.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors (unknown option, bad value): one line, like ours
+        if debug:
+            raise
+        typer.echo(f"error: {_usage_error(exc).one_line()}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2) or 2)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("interrupted", err=True)
         sys.exit(130)
@@ -103,6 +140,20 @@ def main(argv: list[str] | None = None) -> None:
             _internal(exc, debug)
         typer.echo(f"error: {missing.one_line()}", err=True)
         sys.exit(missing.exit_code)
+    except OSError as exc:  # the file system refused a path the user gave: input, not a bug
+        if debug or exc.errno not in (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOSPC, errno.EISDIR,
+                                      errno.ENOTDIR, errno.ENOENT, errno.ELOOP, errno.EPERM):
+            _internal(exc, debug)
+        name = str(exc.filename or "")[:120].encode("unicode_escape").decode()
+        typer.echo(f"error: cannot use {name or 'a path'}: {exc.strerror}. To fix: give a path that exists, is "
+                   "short enough and may be written.", err=True)
+        sys.exit(2)
+    except UnicodeError as exc:  # text that cannot be encoded or decoded (a file name, an output stream)
+        if debug:
+            raise
+        typer.echo(f"error: text that is not valid UTF-8 ({exc.__class__.__name__}). To fix: use UTF-8 names "
+                   "and values (and a UTF-8 locale, e.g. LANG=C.UTF-8).", err=True)
+        sys.exit(2)
     except Exception as exc:  # never a traceback for users
         _internal(exc, debug)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -97,9 +97,11 @@ def bench_command(
     from pathlib import Path
 
     from specops.api.measure import bench_deployment
-    from specops.cli.output import check_format, console, dumps, emit
+    from specops.cli.output import check_format, check_writable, console, dumps, emit
 
     check_format(output, ("table", "json"))
+    if save:
+        check_writable(save, "--save")  # before the benchmark runs, not after it
     with _progress() as progress:
         result = bench_deployment(
             deployment=deployment, endpoint=endpoint, served_name=served_name,
@@ -107,9 +109,15 @@ def bench_command(
             workload=workload, concurrency=concurrency, requests=requests, rate=rate,
             stress_factor=stress_factor, max_tokens=max_tokens, seed=seed, window=window, warmup=warmup,
             engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress)
+    emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
-        Path(save).write_text(dumps(result) + "\n")
-    emit(result, output, _bench_table)
+        try:
+            Path(save).write_text(dumps(result) + "\n")
+        except OSError as exc:
+            from specops.errors import InputError
+
+            raise InputError(f"--save {save}: {exc.strerror or exc.__class__.__name__}; the results are printed "
+                             "above", "save them from the output, or give --save a writable path") from None
     if not result.crosscheck_ok:
         console(stderr=True).print("error: the engine's counters disagree with what the client received (see "
                                    "crosscheck). To fix: run on an engine with no other traffic.")

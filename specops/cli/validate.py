@@ -30,6 +30,14 @@ def _table(reports) -> None:
                   f"{c['skipped']} skipped -> exit {rep.exit_code}")
 
 
+def _check_outputs(fmt: str, junit: str | None) -> None:
+    from specops.cli.output import check_format, check_writable
+
+    check_format(fmt, ("table", "json"))
+    if junit:
+        check_writable(junit, "--junit", makes_folders=True)
+
+
 def _finish(reports, fmt: str, junit: str | None) -> None:
     from specops.cli.output import emit
 
@@ -60,6 +68,7 @@ def register(app: typer.Typer) -> None:
         """Run a checklist against a deployment; exit 0 pass, 1 a check failed, 2 could not evaluate."""
         from specops.api.validate import validate
 
+        _check_outputs(output, junit)  # before the run is recorded
         report = validate(checklist, deployment, profile=profile, prometheus_url=prometheus_url,
                           baseline_endpoint=baseline_endpoint)
         _finish([report], output, junit)
@@ -78,6 +87,7 @@ def register(app: typer.Typer) -> None:
         """CI gate for a deployment spec: schema, vLLM capabilities, lineage, and with --endpoint the deploy checklist."""
         from specops.api.validate import gate
 
+        _check_outputs(output, junit)
         reports = gate(spec, endpoint=endpoint, profile=profile, prometheus_url=prometheus_url,
                        baseline_endpoint=baseline_endpoint)
         _finish(reports, output, junit)

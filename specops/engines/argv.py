@@ -192,6 +192,12 @@ def _flags(cfg: LaunchConfig, table: CapabilityTable) -> list[str]:
             args.extend(["--speculative-config", json.dumps(sc, separators=(",", ":"))])
         else:
             args.extend(_v0_spec_flags(sc, cfg))
+    from specops.secrets import secret_options
+
+    found = secret_options(cfg.extra_args)
+    if found:  # every spelling vLLM's parser accepts (_ and - alike, --opt=v and --opt v)
+        raise InputError(f"{found[0]} may not be given in extra_args (it would be a secret in argv)",
+                         "pass the API key through serve.api_key (env or file), the HF token through the environment")
     args.extend(cfg.extra_args)
     _refuse_removed_flags(args, version)
     return args

@@ -20,6 +20,7 @@ from specops.engines import local
 from specops.engines.argv import render_args, speculative_config
 from specops.engines.spec import DeploymentSpec, dump_spec
 from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError, SpecopsError
+from specops.secrets import redact_argv
 from specops.settings import cache_dir, deployment_dir
 
 
@@ -259,7 +260,7 @@ def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, d
     spec = resolve_paths(spec, spec_path)
     argv, env, version, installed, key_env = prepare(spec, dry_run)
     endpoint = _endpoint(spec)
-    result = DeployResult(name=spec.name, dry_run=dry_run, argv=argv, env=local.contained_overrides(env),
+    result = DeployResult(name=spec.name, dry_run=dry_run, argv=redact_argv(argv), env=local.contained_overrides(env),
                           vllm_version=version, endpoint=endpoint)
     if dry_run:
         if installed is None:
@@ -318,8 +319,9 @@ def _start(spec: DeploymentSpec, reg, result: DeployResult, argv, env, key_env, 
         spec.name, platform="local", status="starting", target_ref=result.target_ref, draft_ref=result.draft_ref,
         method=(sc or {}).get("method", "none"), num_speculative_tokens=spec.speculative.num_speculative_tokens,
         vllm_version=result.vllm_version, endpoint=result.endpoint, served_model_name=spec.served_name(),
-        engine_config={**spec.engine.model_dump(mode="json"), "speculative_config": sc},
-        argv_redacted=argv, port=spec.serve.port, target_fingerprint=getattr(t, "fingerprint", None),
+        engine_config={**spec.engine.model_dump(mode="json"), "extra_args": redact_argv(spec.engine.extra_args),
+                       "speculative_config": sc},
+        argv_redacted=redact_argv(argv), port=spec.serve.port, target_fingerprint=getattr(t, "fingerprint", None),
         draft_fingerprint=getattr(d, "fingerprint", None) if d else None, api_key_env=key_env)
     if progress:
         progress(f"starting vLLM {result.vllm_version}: log in {log}")

@@ -7,7 +7,6 @@ and the HF token are named by environment variable or file (locally) or by Kuber
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specops.capabilities import DEFAULT_VLLM_VERSION
 from specops.engines.argv import LaunchConfig
-
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+from specops.models import DEPLOYMENT_NAME as DNS1123_LABEL  # the one name rule
+from specops.models import NAME_RULE
 
 
 class _Strict(BaseModel):
@@ -70,10 +69,12 @@ class EngineBlock(_Strict):
     @field_validator("extra_args")
     @classmethod
     def _no_secrets_in_args(cls, v: list[str]) -> list[str]:
-        for a in v:
-            if a.split("=", 1)[0] in ("--api-key", "--hf-token"):
-                raise ValueError(f"{a.split('=', 1)[0]} may not be given in extra_args (it would be a secret in "
-                                 "argv). To fix: use serve.api_key (env or file) instead")
+        from specops.secrets import secret_options
+
+        found = secret_options(v)
+        if found:  # any spelling vLLM accepts: --api_key, --API-KEY=..., --hf_token VALUE
+            raise ValueError(f"{found[0]} may not be given in extra_args (it would be a secret in "
+                             "argv). To fix: use serve.api_key (env or file) or kubernetes.hf_token_secret instead")
         return v
 
 
@@ -161,8 +162,7 @@ class DeploymentSpec(_Strict):
     @classmethod
     def _dns_label(cls, v: str) -> str:
         if not DNS1123_LABEL.match(v):
-            raise ValueError(f'"{v}" is not a DNS-1123 label. To fix: use lowercase letters, digits and "-", '
-                             "start and end with a letter or digit, at most 63 characters")
+            raise ValueError(f'"{v[:80]}" is not a DNS-1123 label. To fix: use {NAME_RULE}')
         return v
 
     @model_validator(mode="after")

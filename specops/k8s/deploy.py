@@ -22,6 +22,7 @@ from specops.engines.spec import DeploymentSpec
 from specops.errors import ConflictError, EngineError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, Progress, is_managed, preflight
+from specops.secrets import redact_argv
 
 
 def _quiet(_: str) -> None:
@@ -164,7 +165,7 @@ def _record_deploy(reg, spec: DeploymentSpec, dep: dict, endpoint: str, canary_o
         num_speculative_tokens=spec.speculative.num_speculative_tokens, vllm_version=spec.engine.vllm_version,
         endpoint=endpoint, served_model_name=meta["annotations"][r.ANN_SERVED_NAME],
         engine_config=spec.model_dump(mode="json", exclude={"local"}),
-        argv_redacted=[*container["command"], *container["args"]],
+        argv_redacted=redact_argv([*container["command"], *container["args"]]),
         labels={**meta["labels"], "namespace": meta["namespace"], **({"canary_of": canary_of} if canary_of else {})})
     reg.record_event("deploy", spec.name,
                      f"deployed {spec.name} to Kubernetes namespace {meta['namespace']}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -133,6 +134,8 @@ def transaction(engine: Engine, fn: Callable[..., T], *, write: bool = True, orm
 
     deadline = time.monotonic() + _retry_deadline()
     delay = 0.005
+    if write:
+        check_integrity(engine)
     while True:
         try:
             if orm:
@@ -159,13 +162,48 @@ def transaction(engine: Engine, fn: Callable[..., T], *, write: bool = True, orm
             if _retryable(exc):
                 raise RegistryError("the registry database stayed busy for too long",
                                     "retry later, or raise SPECOPS_DB_RETRY_SECONDS") from exc
+            if _corrupt(exc):
+                raise _corruption_error(engine, str(getattr(exc, "orig", exc)).splitlines()[0]) from exc
             raise RegistryError(f"registry database error: {str(getattr(exc, 'orig', exc)).splitlines()[0]}",
                                 "check that --db / SPECOPS_DB points at a reachable, writable database") from exc
+
+
+_checked_engines: weakref.WeakSet = weakref.WeakSet()
+
+
+def _corrupt(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "malformed" in text or "file is not a database" in text or "database corrupt" in text
+
+
+def _corruption_error(engine: Engine, detail: str) -> RegistryError:
+    where = engine.url.database or str(engine.url)
+    return RegistryError(f"the registry {where} is corrupt ({detail[:200]}); nothing was written",
+                         f"restore it from a backup, or salvage it with `sqlite3 {where} .recover | sqlite3 new.db` "
+                         "and point --db at the new file")
+
+
+def check_integrity(engine: Engine) -> None:
+    """Before the first write of this process to a SQLite registry: ``PRAGMA quick_check``. A file whose
+    inner pages are corrupt is refused (RegistryError, exit 2) instead of taking more rows."""
+    if engine.dialect.name != "sqlite" or engine in _checked_engines:
+        return
+    try:
+        with engine.connect() as conn:
+            rows = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check(5)").all()]
+    except (OperationalError, DBAPIError) as exc:
+        if _corrupt(exc):
+            raise _corruption_error(engine, str(getattr(exc, "orig", exc)).splitlines()[0]) from exc
+        return  # busy or unreachable: the write itself reports it
+    if rows != ["ok"]:
+        raise _corruption_error(engine, "; ".join(str(r) for r in rows))
+    _checked_engines.add(engine)
 
 
 @contextmanager
 def write_connection(engine: Engine) -> Iterator[Connection]:
     """A connection inside a write transaction (no retry: the caller's block is not re-runnable)."""
+    check_integrity(engine)
     with engine.connect() as conn:
         conn.execution_options(specops_write=True)
         with conn.begin():

@@ -247,6 +247,13 @@ def apply_migrations(engine: Engine, migrations: list[Migration] | None = None) 
 
     todo = list(MIGRATIONS if migrations is None else migrations)
     have = set(transaction(engine, applied, write=False, orm=False))
+    newer = sorted(have - {m.name for m in [*MIGRATIONS, *todo]})
+    if newer:  # written by a newer specops: its columns and rules are unknown here, so nothing is touched
+        from specops.errors import RegistryError
+
+        raise RegistryError(f"the registry was migrated by a newer specops (schema {', '.join(newer)}; this "
+                            f"specops knows up to {MIGRATIONS[-1].name})",
+                            "upgrade specops (pip install -U specops), or point --db at another registry")
     if all(m.name in have for m in todo):  # fast path: one read, no write lock
         return []
     done_now: list[str] = []

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from specops.errors import InputError, NotFoundError, unknown
-from specops.models import Finding
+from specops.models import Finding, check_deployment_name
 from specops.registry.db import transaction
 from specops.registry.lineage import LineageReport, judge, structural_findings
 from specops.registry.schema import (
@@ -360,6 +360,7 @@ class DeploymentsMixin(ModelsMixin):
                     given[key] = self._canonical_ref(s, cls, given[key])
             row = s.exec(select(Deployment).where(Deployment.name == name)).first()
             if row is None:
+                check_deployment_name(name)  # new rows only: rows written before the rule stay usable
                 row = _validated(Deployment, _validate(DeploymentCreate, {"name": name, "platform": platform,
                                                                              "status": status, **given}))
                 s.add(row)

@@ -43,6 +43,8 @@ from specops.registry.schema import (
 
 FORMAT = "specops-registry"
 FORMAT_VERSION = 1
+EXPORT_MAX_BYTES = 1 << 30
+"""Largest export `lineage import` reads (1 GiB): a bigger file is refused before it is read."""
 
 
 class PruneReport(BaseModel):
@@ -93,6 +95,8 @@ class TransferMixin(FleetMixin):
         if doc.get("format_version") != FORMAT_VERSION:
             raise InputError(f"{source} has export format {doc.get('format_version')}, this specops reads "
                              f"{FORMAT_VERSION}", "export it again with this specops version")
+
+        _check_shape(doc, source)
 
         def work(s: Session) -> dict[str, int]:
             counts: dict[str, int] = {}
@@ -167,6 +171,53 @@ class TransferMixin(FleetMixin):
         return self._tx(work, write=apply)
 
 
+SECTIONS = ("targets", "drafts", "deployments", "measurements", "validation_runs", "retrain_jobs", "events")
+MAX_INT = 2**63 - 1
+"""SQL's largest integer: a bigger number in an import is refused, not an OverflowError mid-transaction."""
+
+
+def _check_shape(doc: dict, source: str) -> None:
+    """Every section a list of objects, every integer within SQL's range, every deployment name valid
+    (the one name rule): before any row is written."""
+    from specops.models import check_deployment_name
+
+    unknown_keys = set(doc) - {"format", "format_version", "schema", *SECTIONS}
+    if unknown_keys:
+        raise InputError(f"{source}: unknown section(s) {', '.join(sorted(map(str, unknown_keys)))}",
+                         f"an export has only: {', '.join(SECTIONS)}")
+    for key in SECTIONS:
+        items = doc.get(key, [])
+        if not isinstance(items, list):
+            raise InputError(f"{source}: {key} must be a list, got {type(items).__name__}",
+                             "give a file written by `specops lineage export`")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputError(f"{source}: {key}[{i}] must be an object, got {type(item).__name__}",
+                                 "give a file written by `specops lineage export`")
+            _check_ints(item, f"{source}: {key}[{i}]")
+            names = [item.get("name")] if key == "deployments" else (
+                [item["deployment"]] if "deployment" in item and key != "events" else [])
+            for name in names:
+                try:
+                    check_deployment_name(name)
+                except InputError as exc:
+                    raise InputError(f"{source}: {key}[{i}]: {exc.message}", exc.fix) from None
+
+
+def _check_ints(value, where: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise InputError(f"{where}: integer {str(value)[:20]}... is out of range (at most {MAX_INT})",
+                         "fix the file or export it again")
+    if isinstance(value, dict):
+        for v in value.values():
+            _check_ints(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            _check_ints(v, where)
+
+
 def _checked(create_cls, item: dict, source: str, where: str, keep: tuple[str, ...] = ()) -> dict:
     item = dict(item)
     extra = {k: item.pop(k) for k in keep if k in item}
@@ -236,10 +287,19 @@ def load_export(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"export file {p} does not exist", "give the file written by `specops lineage export --file`")
+    from specops.yamlfile import check_size
+
+    check_size(p, EXPORT_MAX_BYTES)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ConfigFileError("nested too deeply", "give a file written by `specops lineage export`",
+                              path=str(p)) from None
     except json.JSONDecodeError as exc:
         raise ConfigFileError(f"not valid JSON ({exc.msg})", "give a file written by `specops lineage export`",
                               path=str(p), line=exc.lineno) from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {p}: {exc}", "make it a readable UTF-8 JSON file") from exc
+        raise InputError(f"cannot read {p}: {exc.__class__.__name__}", "make it a readable UTF-8 JSON file") from exc
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise ConfigFileError(f"not a valid export ({str(exc)[:120]})",
+                              "give a file written by `specops lineage export`", path=str(p)) from None
