@@ -61,6 +61,15 @@ class Evidence:
     recover_share: float = 0.6
     stable_sigmas: float = 2.0
     drop_sigmas: float = 3.0
+    break_even: float | None = None  # per-token α below which speculation is slower (None: unknown)
+
+    def versus_break_even(self) -> str:
+        """"below break-even" with the numbers: the recent α of all traffic against the break-even α."""
+        d = self.drops.get("")
+        if self.break_even is None:
+            return "below break-even (no break-even known for this deployment: set a validation profile)"
+        now = f"α now {d.recent:.3f}" if d is not None else "α now unknown"
+        return f"below break-even ({now}, break-even α {self.break_even:.3f})"
 
 
 def _corr(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -102,7 +111,7 @@ def classify(ev: Evidence) -> Finding:
                        message=f"{name}: the live target ({ev.live_fingerprint}) is not the one the draft was "
                                f"trained against ({ev.trained_against}); the draft is stale",
                        fix="retrain the draft against the live target (specops retrain), or roll the target "
-                           "back; disable speculation meanwhile if acceptance is below break-even",
+                           f"back; disable speculation meanwhile if acceptance is {ev.versus_break_even()}",
                        evidence={**base_ev, "cause": "changed_model", "rule": 1,
                                  "trained_against": ev.trained_against, "live_fingerprint": ev.live_fingerprint})
     if ev.probe is not None and ev.probe.recovered_share >= ev.recover_share:
@@ -146,7 +155,7 @@ def classify(ev: Evidence) -> Finding:
                    message=f"{name}: all traffic dropped together ({why}; target fingerprint "
                            f"{'unchanged' if ev.live_fingerprint else 'unknown'})",
                    fix="run the acceptance-drop runbook (lineage and fingerprint checks); consider "
-                       "disabling speculation if below break-even",
+                       f"disabling speculation if {ev.versus_break_even()}",
                    evidence=evidence)
 
 

@@ -60,6 +60,7 @@ class DeploymentWatch:
                  window_s: float = 60.0) -> None:
         self.target, self.cfg = target, detection
         self.break_even = target.break_even_alpha if target.break_even_alpha is not None else break_even
+        self.last_break_even: float | None = None
         self.labels: dict[str, LabelDetectors] = {}
         self.recent: dict[str, deque[float]] = {}
         self.history: deque[tuple[float, float, float, float | None]] = deque(maxlen=2880)  # at, uptime, α, kv
@@ -103,7 +104,7 @@ class DeploymentWatch:
         elif obs.counter_reset:
             self.last_restart_at = obs.at
         findings: list[Finding] = []
-        be = self._break_even(obs)
+        be = self.last_break_even = self._break_even(obs)
         for label, w in obs.labels.items():
             if w.drafts < self.cfg.min_drafts or w.alpha is None:
                 continue
@@ -227,7 +228,8 @@ class DeploymentWatch:
         kvs = [kv for _, _, _, kv in list(self.history)[-self.recent_windows:] if kv is not None]
         return Evidence(deployment=self.target.name, drops=drops, trained_against=self.target.trained_against,
                         live_fingerprint=self.live_fingerprint, pre_alarm=pre,
-                        kv_recent=sum(kvs) / len(kvs) if kvs else None, probe=self.probe_result)
+                        kv_recent=sum(kvs) / len(kvs) if kvs else None, probe=self.probe_result,
+                        break_even=self.last_break_even)
 
 
 def _lab(label: str) -> str:

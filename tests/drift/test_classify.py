@@ -62,3 +62,14 @@ def test_a_sudden_drop_without_an_uptime_trend_is_not_blamed_on_the_engine():
     flat = [(u * 60.0, 0.75 + (0.01 if u % 2 else -0.01), 0.4) for u in range(60)]
     f = classify(Evidence("d", drops, pre_alarm=flat))
     assert f.code == "DRIFT_CAUSE_UNKNOWN"
+
+
+def test_the_fix_gives_the_break_even_and_the_current_acceptance():
+    drops = {"": LabelDrop("", 0.75, 0.6, 6.0, True)}
+    flat = [(u * 60.0, 0.75 + (0.01 if u % 2 else -0.01), 0.4) for u in range(60)]
+    f = classify(Evidence("d", drops, pre_alarm=flat, break_even=0.42))
+    assert "α now 0.600, break-even α 0.420" in f.fix
+    changed = classify(Evidence("d", drops, trained_against="f1:a", live_fingerprint="f1:b", break_even=0.42))
+    assert changed.code == "CHANGED_MODEL" and "break-even α 0.420" in changed.fix
+    unknown = classify(Evidence("d", drops, pre_alarm=flat))
+    assert "no break-even known" in unknown.fix
