@@ -144,15 +144,10 @@ def batch_section(results) -> None:
     for v in GRID:
         prof = (VLLM_PROFILE.model_copy(update={"token_overhead_ms": v}), EAGER_PROFILE)
         by_value[v] = sweep_points(cross_validate(profiles=prof))
-    sources = sorted({p.source for p in by_value[GRID[0]]})
-    held = []
-    for src in sources:
-        fit = min(GRID, key=lambda v: statistics.median([p.error for p in by_value[v] if p.source != src]))
-        errs = [p.error for p in by_value[fit] if p.source == src]
-        held += errs
+    full, per_source, held = grid_fit({v: [(p.source, p.error) for p in pts] for v, pts in by_value.items()})
+    for src, (fit, errs) in per_source.items():
         print(f"   without {src[:44]:<44} -> {fit * 1000:.1f} µs/token; its {len(errs)} points: "
               f"median error {statistics.median(errs):.3f}")
-    full = min(GRID, key=lambda v: statistics.median(p.error for p in by_value[v]))
     print(f"all sources: {full * 1000:.1f} µs/token (shipped: {VLLM_PROFILE.token_overhead_ms * 1000:.1f}); "
           f"held-out median error {statistics.median(held):.3f}")
     print("-- properties over the grid (tests/planner/test_batch_properties.py) --")
@@ -170,40 +165,39 @@ def engine_section(results) -> None:
     """Per-engine profiles (`recommend --engine`): errors per engine with one vLLM/eager pair for all rows
     (before) and with each engine's profile (after), and the step-overhead fit per engine with each of
     its sources left out in turn (the honest figure: the shipped fit saw every row)."""
-    import math
-
-    from specops.planner.calibration import calibrate, load_published
-    from specops.planner.catalog import load_catalogs
-    from specops.planner.evidence import predict_row, predictable
-
     print("\n== engines: median |ln error| per engine, one vLLM/eager profile -> each engine's own ==")
     before = cross_validate(profiles=(VLLM_PROFILE, EAGER_PROFILE))
     for eng in ("vllm", "sglang", "tensorrt-llm", "hf"):
         a = [r.error for r in before if r.row.engine == eng]
         b = [r.error for r in results if r.row.engine == eng]
         print(f"{eng:<13} n={len(b):>3}  {statistics.median(a):.3f} -> {statistics.median(b):.3f}")
-    rows, cat = load_published(), load_catalogs()
-    pred = [r for r in rows if predictable(r)]
-    priors = {src: calibrate(rows, exclude_source=src) for src in {r.source for r in pred}}
     errs = {}
     for g in STEP_GRID:
         prof = VLLM_PROFILE.model_copy(update={"step_overhead_ms": g, "draft_step_overhead_ms": 0.2 * g})
-        errs[g] = [abs(math.log(r.speedup / predict_row(r, priors[r.source], cat, (prof, prof))[0].speedup))
-                   for r in pred]
+        errs[g] = cross_validate(profiles=(prof, prof))
     for eng in ("vllm", "sglang", "tensorrt-llm"):
-        idx = [i for i, r in enumerate(pred) if r.engine == eng]
-        held = []
-        for src in sorted({pred[i].source for i in idx}):
-            train = [i for i in idx if pred[i].source != src]
-            if not train:
-                continue
-            best = min(STEP_GRID, key=lambda g: statistics.median(errs[g][i] for i in train))
-            held += [errs[best][i] for i in idx if pred[i].source == src]
-        full = min(STEP_GRID, key=lambda g: statistics.median(errs[g][i] for i in idx))
-        print(f"   step overhead fitted on {eng}'s {len(idx)} rows: {full} ms; each source held out: median error "
-              f"{statistics.median(held):.3f} (vLLM's 0.6 ms on the same rows: "
-              f"{statistics.median(errs[0.6][i] for i in idx):.3f})")
+        full, _, held = grid_fit({g: [(r.row.source, r.error) for r in res if r.row.engine == eng]
+                                  for g, res in errs.items()})
+        same = [r.error for r in errs[0.6] if r.row.engine == eng]
+        print(f"   step overhead fitted on {eng}'s {len(same)} rows: {full} ms; each source held out: median error "
+              f"{statistics.median(held):.3f} (vLLM's 0.6 ms on the same rows: {statistics.median(same):.3f})")
 
+
+def grid_fit(errors: dict) -> tuple:
+    """``errors``: grid value -> [(source, |error|)] over the same points. Returns the value with the lowest
+    median error on every point, {source: (value fitted without it, its points' errors)}, and all those
+    held-out errors."""
+    points = next(iter(errors.values()))
+    per_source, held = {}, []
+    for src in sorted({s for s, _ in points}):
+        if all(s == src for s, _ in points):
+            continue  # nothing left to fit on
+        fit = min(errors, key=lambda v: statistics.median(e for s, e in errors[v] if s != src))
+        mine = [e for s, e in errors[fit] if s == src]
+        per_source[src] = (fit, mine)
+        held += mine
+    full = min(errors, key=lambda v: statistics.median(e for _, e in errors[v]))
+    return full, per_source, held
 
 if __name__ == "__main__":
     main()

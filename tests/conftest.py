@@ -75,3 +75,19 @@ def engine_lock():
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def peer():
+    """make(routes, **kw) -> a misbehaving HTTP peer (tests/metrics/hostile.py), closed after the test."""
+    from tests.metrics.hostile import HostileServer
+
+    servers = []
+
+    def make(routes, **kw):
+        s = HostileServer(routes, **kw)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()

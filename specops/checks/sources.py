@@ -157,6 +157,11 @@ def deployment_facts(row: Any) -> dict:
     return d
 
 
+def speculative_config(row: Any) -> dict | None:
+    """The --speculative-config a registry deployment row records (engine_config, else its argv)."""
+    return _speculative_config(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
+
+
 def _speculative_config(d: dict) -> dict | None:
     cfg = d.get("engine_config") or {}
     for key in ("speculative_config", "speculative"):
@@ -171,9 +176,10 @@ def _speculative_config(d: dict) -> dict | None:
             text = a.split("=", 1)[1]
         if text:
             try:
-                return json.loads(text)
+                sc = json.loads(text)
             except ValueError:
                 return None
+            return sc if isinstance(sc, dict) else None
     return None
 
 

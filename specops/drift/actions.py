@@ -93,23 +93,18 @@ class EngineExecutor:
         return dep
 
     def _saved_spec(self, deployment: str):
-        from specops.engines.spec import DeploymentSpec, dump_spec, load_spec
+        from specops.engines.manage import saved_spec
         from specops.settings import deployment_dir
 
-        path = deployment_dir(deployment) / "spec.yaml"
-        if path.is_file():
-            return load_spec(path), path
-        dep = self.reg.get_deployment(deployment)
-        if dep.platform == "kubernetes" and dep.engine_config:
-            try:
-                spec = DeploymentSpec.model_validate({**dep.engine_config, "platform": "kubernetes"})
-            except ValueError as exc:
-                raise Fatal(f"the spec recorded for {deployment} in the registry is not valid now "
-                            f"({exc.__class__.__name__}); redeploy it with `specops deploy SPEC`") from None
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(dump_spec(spec))
-            return spec, path
-        raise Fatal(f"{deployment} has no saved spec ({path}); redeploy it with `specops deploy SPEC` first")
+        try:
+            found = saved_spec(deployment, self.reg)
+        except ValueError as exc:
+            raise Fatal(f"the spec recorded for {deployment} in the registry is not valid now "
+                        f"({exc.__class__.__name__}); redeploy it with `specops deploy SPEC`") from None
+        if found is None:
+            raise Fatal(f"{deployment} has no saved spec ({deployment_dir(deployment) / 'spec.yaml'}); redeploy it "
+                        "with `specops deploy SPEC` first")
+        return found
 
     def _redeploy(self, deployment: str, spec, why: str) -> None:
         from specops.engines.deploy import deploy_local

@@ -122,26 +122,21 @@ def _schedule(dep) -> list[tuple[int, int, int]] | None:
 LIVE = ("running", "starting", "adopted")
 
 
+def _spec_config(dep) -> dict | None:
+    from specops.checks.sources import speculative_config
+
+    return speculative_config(dep)
+
+
 def method_of(dep) -> str | None:
-    """The registered method, else the one in the recorded argv's --speculative-config (an engine adopted
-    or registered without --method still says what it runs); "none" when the argv has no speculation."""
+    """The registered method, else the one in the recorded --speculative-config (an engine adopted or
+    registered without --method still says what it runs); "none" when its argv has no speculation."""
     if dep.method:
         return dep.method
-    argv = dep.argv_redacted or []
-    if not argv:
-        return None
-    import json
-
-    for i, a in enumerate(argv):
-        raw = a.split("=", 1)[1] if a.startswith("--speculative-config=") else (
-            argv[i + 1] if a == "--speculative-config" and i + 1 < len(argv) else None)
-        if raw is not None:
-            try:
-                method = json.loads(raw).get("method")
-            except (ValueError, AttributeError):
-                return None
-            return str(method) if method else None
-    return "none"
+    sc = _spec_config(dep)
+    if sc is not None:
+        return str(sc["method"]) if sc.get("method") else None
+    return "none" if dep.argv_redacted else None
 
 
 def speculating(dep) -> bool:
@@ -150,19 +145,8 @@ def speculating(dep) -> bool:
 
 
 def _argv_gamma(dep) -> int | None:
-    import json
-
-    argv = dep.argv_redacted or []
-    for i, a in enumerate(argv):
-        raw = a.split("=", 1)[1] if a.startswith("--speculative-config=") else (
-            argv[i + 1] if a == "--speculative-config" and i + 1 < len(argv) else None)
-        if raw is not None:
-            try:
-                k = json.loads(raw).get("num_speculative_tokens")
-            except (ValueError, AttributeError):
-                return None
-            return k if isinstance(k, int) and 0 < k <= 64 else None
-    return None
+    k = (_spec_config(dep) or {}).get("num_speculative_tokens")
+    return k if isinstance(k, int) and 0 < k <= 64 else None
 
 
 def not_watched_reason(dep) -> str | None:

@@ -80,22 +80,15 @@ class RegistrySteps:
         return self.store.baselines([deployment]).get(deployment)
 
     def break_even(self, deployment: str) -> tuple[float, str] | None:
-        """(break-even accepted/drafted rate, where it came from) from the deployment's saved spec
-        (``expectations``, written by ``specops recommend -o deployment``), else the registry's copy."""
-        from specops.engines.spec import DeploymentSpec, load_spec
-        from specops.settings import deployment_dir
+        """(break-even accepted/drafted rate, where it came from) from the spec the deployment was deployed
+        from (its ``expectations``, written by ``specops recommend -o deployment``); None when unknown."""
+        from specops.engines.manage import saved_spec
 
-        path = deployment_dir(deployment) / "spec.yaml"
-        spec = None
         try:
-            if path.is_file():
-                spec = load_spec(path)
-            else:
-                cfg = self.reg.get_deployment(deployment).engine_config or {}
-                spec = DeploymentSpec.model_validate(cfg) if "target" in cfg else None
+            found = saved_spec(deployment, self.reg)
         except (SpecopsError, ValueError):
             return None
-        exp = spec.expectations if spec is not None else None
+        exp = found[0].expectations if found is not None else None
         return (exp.break_even_acceptance_rate, exp.source) if exp is not None else None
 
     # --- query steps ---------------------------------------------------------------------------

@@ -114,6 +114,24 @@ def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
     return out
 
 
+def saved_spec(name: str, registry) -> tuple[object, Path] | None:
+    """The spec ``name`` was deployed from and where it is saved: the deployment folder's spec.yaml, else
+    (a monitor in the cluster has no folder) the spec a Kubernetes deploy recorded in the registry, written
+    to that folder. None when neither exists; ValueError when the recorded one is no longer valid."""
+    from specops.engines.spec import DeploymentSpec, dump_spec, load_spec
+
+    path = deployment_dir(name) / "spec.yaml"
+    if path.is_file():
+        return load_spec(path), path
+    dep = registry.get_deployment(name)
+    if dep.platform == "kubernetes" and dep.engine_config:
+        spec = DeploymentSpec.model_validate({**dep.engine_config, "platform": "kubernetes"})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_spec(spec))
+        return spec, path
+    return None
+
+
 def log_path(name: str) -> Path:
     p = deployment_dir(name) / "engine.log"
     if not p.is_file():

@@ -7,6 +7,7 @@ and are passed in explicitly.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -200,8 +201,6 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
 
 def schedule_cost(batch: int) -> float:
     """Fraction by which a per-batch γ schedule makes every step slower at this batch (vllm#49548)."""
-    import math
-
     (b0, c0), (b1, c1) = SCHEDULE_COST
     x = (math.log2(max(1, batch)) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
     return c0 + (c1 - c0) * min(1.0, max(0.0, x))

@@ -16,23 +16,10 @@ import pytest
 
 from tests.checks.helpers import exposition
 from tests.conftest import REPO
-from tests.metrics.hostile import HostileServer
 
 GOOD = exposition(100, [72, 45, 26], 400)
 MODELS = json.dumps({"data": [{"id": "tiny"}]})
 
-
-@pytest.fixture
-def peer():
-    servers = []
-
-    def make(routes, **kw):
-        s = HostileServer(routes, **kw)
-        servers.append(s)
-        return s
-    yield make
-    for s in servers:
-        s.close()
 
 
 def _register(cli, name: str, url: str) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specops.drift.monitor import Monitor, MonitorMetrics, monitor_once, serve_metrics
+from specops.drift.monitor import Monitor, MonitorMetrics, SystemClock, monitor_once, serve_metrics
 from specops.drift.observe import Observation, Unseen, as_observation
 from specops.drift.outcomes import Fatal, Retry
 from specops.drift.policy import NotifyOnlyExecutor, load_policy
@@ -126,19 +126,6 @@ def test_a_metrics_measurement_is_adapted_to_an_observation():
     assert isinstance(as_observation("d", off), Unseen)
 
 
-class _WallClock:
-    """Real time: Prometheus stores samples at wall-clock times, so the monitor must ask about those."""
-
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
 @pytest.mark.prometheus
 def test_the_prometheus_source_turns_reader_failures_into_retries_and_missing_series_into_unseen(tmp_path):
     """A real Prometheus (Debian package) scraping captured vLLM text for deployment "a" (tests/metrics/
@@ -151,7 +138,8 @@ def test_the_prometheus_source_turns_reader_failures_into_retries_and_missing_se
     from tests.prometheus import start_prometheus, wait_for_scrape
 
     data = Path(__file__).parents[1] / "metrics" / "data"
-    clock, targets = _WallClock(), [WatchTarget(name="a"), WatchTarget(name="b")]
+    # real time: Prometheus stores samples at wall-clock times, so the monitor must ask about those
+    clock, targets = SystemClock(), [WatchTarget(name="a"), WatchTarget(name="b")]
     down = PrometheusSource(PrometheusReader(f"http://127.0.0.1:{free_port()}", timeout=2), clock)
     first = Monitor(targets, down, load_policy("default"), NotifyOnlyExecutor(), clock).run_cycle()
     assert first.outcome == "retry" and "cannot reach Prometheus" in first.error

@@ -186,3 +186,20 @@ class FakeKubelet:
 def fake_kubelet(real_cluster, llm_ns):
     with FakeKubelet(real_cluster, llm_ns) as k:
         yield k
+
+
+BREAKAGES = [
+    ("namespace", 'namespace "prod" does not exist in the cluster'),
+    ("gpu", 'no node advertises the GPU resource "amd.com/gpu"'),
+    ("collision", "already exists and is not managed by specops"),
+    ("secret", 'Secret "missing-token" does not exist'),
+]
+"""Cluster inputs a deploy must refuse before applying anything, and the message it names."""
+
+
+def broken(spec, breakage: str):
+    """``spec`` with the spec-side breakage applied ("collision" is made in the cluster by the test)."""
+    k = spec.kubernetes
+    change = {"namespace": {"namespace": "prod"}, "gpu": {"gpu_resource": "amd.com/gpu"},
+              "secret": {"hf_token_secret": "missing-token"}}.get(breakage)
+    return spec.model_copy(update={"kubernetes": k.model_copy(update=change)}) if change else spec

@@ -19,6 +19,7 @@ import pytest
 
 from specops.errors import InputError
 from specops.k8s import deploy_kubernetes
+from tests.k8s.conftest import BREAKAGES, broken
 
 pytestmark = pytest.mark.api_emulated
 
@@ -95,22 +96,11 @@ def test_a_canary_without_its_stable_is_refused_before_anything_is_applied(spec,
     assert writes(kube) == []
 
 
-@pytest.mark.parametrize("breakage, message", [
-    ("namespace", 'namespace "prod" does not exist in the cluster'),
-    ("gpu", 'no node advertises the GPU resource "amd.com/gpu"'),
-    ("collision", "already exists and is not managed by specops"),
-    ("secret", 'Secret "missing-token" does not exist'),
-])
+@pytest.mark.parametrize("breakage, message", BREAKAGES)
 def test_invalid_cluster_input_is_one_line_with_a_fix_and_nothing_is_applied(spec, kube, tmp_path, breakage,
                                                                               message):
-    k = spec.kubernetes
-    if breakage == "namespace":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"namespace": "prod"})})
-    elif breakage == "gpu":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"gpu_resource": "amd.com/gpu"})})
-    elif breakage == "secret":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"hf_token_secret": "missing-token"})})
-    else:
+    spec = broken(spec, breakage)
+    if breakage == "collision":
         kube.add_object("v1/services", "llm", {"apiVersion": "v1", "kind": "Service", "metadata": {
             "name": STABLE, "namespace": "llm", "labels": {"app": "someone-else"}}, "spec": {"ports": []}})
     with pytest.raises(InputError, match=message) as err:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from specops.errors import InputError
-from tests.k8s.conftest import PLANTED_SECRET
+from tests.k8s.conftest import BREAKAGES, PLANTED_SECRET, broken
 from tests.k8s.test_real_apiserver import CANARY, STABLE, cli_in, deploy, deployment, get, in_ns
 
 pytestmark = pytest.mark.kube_apiserver
@@ -30,25 +30,14 @@ def versions(apiserver, ns) -> dict:
     return out
 
 
-@pytest.mark.parametrize("breakage, message", [
-    ("namespace", 'namespace "prod" does not exist in the cluster'),
-    ("gpu", 'no node advertises the GPU resource "amd.com/gpu"'),
-    ("collision", "already exists and is not managed by specops"),
-    ("secret", 'Secret "missing-token" does not exist'),
-])
+@pytest.mark.parametrize("breakage, message", BREAKAGES)
 def test_invalid_cluster_input_is_one_line_with_a_fix_and_nothing_is_applied(spec, llm_ns, real_cluster, tmp_path,
                                                                               breakage, message):
     from kubernetes import client
 
     spec = in_ns(spec, llm_ns)
-    k = spec.kubernetes
-    if breakage == "namespace":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"namespace": "prod"})})
-    elif breakage == "gpu":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"gpu_resource": "amd.com/gpu"})})
-    elif breakage == "secret":
-        spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"hf_token_secret": "missing-token"})})
-    else:
+    spec = broken(spec, breakage)
+    if breakage == "collision":
         client.CoreV1Api(real_cluster.api_client()).create_namespaced_service(llm_ns, {
             "metadata": {"name": STABLE, "labels": {"app": "someone-else"}},
             "spec": {"ports": [{"port": 80, "protocol": "TCP"}]}})

@@ -63,3 +63,4 @@ class HostileServer:
         time.sleep(0.05)
         self.httpd.shutdown()
         self.httpd.server_close()
+

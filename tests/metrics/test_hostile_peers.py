@@ -13,22 +13,9 @@ import time
 import pytest
 
 from tests.checks.helpers import exposition
-from tests.metrics.hostile import HostileServer
 
 GOOD = exposition(100, [72, 45, 26], 400)
 
-
-@pytest.fixture
-def peer():
-    servers = []
-
-    def make(routes, **kw):
-        s = HostileServer(routes, **kw)
-        servers.append(s)
-        return s
-    yield make
-    for s in servers:
-        s.close()
 
 
 def _exit_2_one_line(r, *words):
