@@ -30,6 +30,15 @@ def check_deployment_name(name: object, what: str = "deployment name") -> str:
         raise InputError(f"{what} {shown} is not valid", f"use {NAME_RULE}")
     return name
 
+
+class Strict(BaseModel):
+    """The one strict base: unknown fields are refused (a typo in a config or spec is an error, not
+    ignored). Every pydantic model in specops derives from it (add ``model_config =
+    ConfigDict(extra="forbid", ...)`` only to add further options)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 Severity = Literal["info", "warning", "error"]
 
 Outcome = Literal["pass", "fail", "could not evaluate"]
@@ -39,10 +48,8 @@ EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "could not evaluate": 2}
 """The CLI's exit code for a verdict (3 is an internal error, 130 an interruption)."""
 
 
-class Finding(BaseModel):
+class Finding(Strict):
     """One judgement from a lineage check, a checklist, a detector or a runbook."""
-
-    model_config = ConfigDict(extra="forbid")
 
     code: str = Field(description="Stable machine-readable code, e.g. STALE_DRAFT.")
     severity: Severity = Field(description="info, warning or error (error = incompatible/failed).")
