@@ -20,8 +20,8 @@ from specops.errors import InputError, NotFoundError, unknown
 from specops.models import Finding, check_deployment_name
 from specops.registry.db import transaction
 from specops.registry.lineage import LineageReport, judge, structural_findings
+from specops.speculation import WEIGHTLESS_METHODS
 from specops.registry.schema import (
-    WEIGHTLESS_METHODS,
     Deployment,
     DeploymentCreate,
     DeploymentPublic,
