@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specops.speculation import SCHEDULE_METHODS
 from specops.capabilities import CapabilityTable, default_table, format_version, parse_version
 from specops.errors import CapabilityError, FitError, InputError
 from specops.planner.calibration import Priors, default_priors
@@ -36,6 +35,7 @@ from specops.planner.types import (
     ModelSpec,
     RecommendRequest,
 )
+from specops.speculation import SCHEDULE_METHODS
 
 KV_ORDER = ("auto", "fp8", "turboquant_k8v4", "turboquant_4bit_nc")  # least to most compressed
 SCHEDULE_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)

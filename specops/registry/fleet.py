@@ -13,7 +13,6 @@ from sqlmodel import Session, select
 
 from specops.errors import InputError, RegistryError
 from specops.models import Finding
-from specops.speculation import Acceptance
 from specops.registry.schema import (
     Deployment,
     Measurement,
@@ -29,6 +28,7 @@ from specops.registry.schema import (
     utcnow,
 )
 from specops.registry.store import DeploymentsMixin, _validate, _validated
+from specops.speculation import Acceptance
 
 _MEASUREMENTS = TypeAdapter(list[MeasurementPublic])
 

@@ -20,7 +20,6 @@ from specops.errors import InputError, NotFoundError, unknown
 from specops.models import Finding, check_deployment_name
 from specops.registry.db import transaction
 from specops.registry.lineage import LineageReport, judge, structural_findings
-from specops.speculation import WEIGHTLESS_METHODS
 from specops.registry.schema import (
     Deployment,
     DeploymentCreate,
@@ -36,6 +35,7 @@ from specops.registry.schema import (
     TargetPublic,
     utcnow,
 )
+from specops.speculation import WEIGHTLESS_METHODS
 
 T = TypeVar("T")
 DEPLOYMENT_FIELDS = set(DeploymentCreate.model_fields) - {"name"}

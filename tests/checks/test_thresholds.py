@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specops.checks.thresholds import leviathan_speedup, percentile, performance_floor
-from specops.speculation import expected_tokens
-from specops.speculation import alpha_from_tau
+from specops.speculation import alpha_from_tau, expected_tokens
 
 
 def test_a_healthy_eagle3_at_gamma_7_passes_the_seed_floor_on_alpha_not_on_rate():
