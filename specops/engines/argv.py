@@ -25,7 +25,7 @@ from specops.capabilities import (
     parse_version,
 )
 from specops.errors import CapabilityError, InputError
-from specops.speculation import PROMPT_METHODS, canonical, needs_draft
+from specops.speculation import PROMPT_METHODS, canonical, method_info, needs_draft
 
 V1_SPEC_CONFIG = (0, 8, 2)
 
@@ -78,7 +78,7 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     if version < V1_SPEC_CONFIG:
         # V0 engines: speculation through --speculative-model; the method is implied by the draft.
         table.require("flag", "--speculative-model", version)
-        if method not in ("ngram", "draft_model", "medusa", "eagle", "mlp_speculator"):
+        if not (method_info(method) and method_info(method).v0):
             raise CapabilityError(f'method "{method}" does not exist in vLLM {vs}',
                                   "use ngram or draft_model, or vLLM >= 0.8.2")
         if method == "ngram":
@@ -207,7 +207,7 @@ def _v0_spec_flags(sc: dict, cfg: LaunchConfig) -> list[str]:
         if cfg.prompt_lookup_min:
             out += ["--ngram-prompt-lookup-min", str(cfg.prompt_lookup_min)]
         return out
-    if method in ("draft_model", "eagle", "medusa", "mlp_speculator"):
+    if method_info(method) is not None and method_info(method).v0:
         return ["--speculative-model", sc["model"], "--num-speculative-tokens", str(sc["num_speculative_tokens"])]
     raise CapabilityError(f'method "{method}" cannot be expressed for vLLM {cfg.vllm_version} (before 0.8.2)',
                           "use vLLM >= 0.8.2")

@@ -174,8 +174,11 @@ def draft_from_name(name: str, target: ModelSpec, catalogs: Catalogs) -> DraftRe
         cfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
         text = json.dumps(cfg).lower()
         if "eagle3" in text or "eagle-3" in text:
-            gen = "3.1" if (cfg.get("fc_norm") or cfg.get("norm_output")) else "3"
-            return DraftRef(id=name, method="eagle3", generation=gen, source=str(cfg_file))
+            from specops.speculation import eagle_generation
+
+            gen = eagle_generation(cfg, name)
+            return DraftRef(id=name, method="eagle3", generation=gen.generation,
+                            source=f"{cfg_file} (EAGLE generation: {gen.reason})")
         if "eagle" in text:
             return DraftRef(id=name, method="eagle", generation="1", source=str(cfg_file))
         if "medusa" in text:

@@ -45,7 +45,7 @@ class DraftRef(_Strict):
     """A public draft trained for a target."""
 
     id: str = Field(description="Hub id or folder of the draft.")
-    method: Literal["eagle3", "eagle", "draft_model", "dflash", "medusa"] = Field(description="vLLM method.")
+    method: Literal[DRAFT_WEIGHT_METHODS] = Field(description="vLLM method.")  # type: ignore[valid-type]
     generation: Literal["1", "2", "3", "3.1"] | None = Field(None, description="EAGLE generation.")
     params_b: float | None = Field(None, gt=0, description="Draft size (billions); heads default to one layer + LM head.")
     source: str = Field("", description="Where the draft is published.")
