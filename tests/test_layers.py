@@ -37,8 +37,8 @@ ALLOWED: dict[str, set[str]] = {
     "k8s": {"engines", "registry"},
     "planner": {"engines"},
     "benchmark": {"engines", "metrics"},
-    "retrain": {"k8s", "registry"},
-    "checks": {"planner", "benchmark", "metrics", "registry"},
+    "retrain": {"k8s", "engines", "registry"},
+    "checks": {"planner", "benchmark", "engines", "metrics", "registry"},
     "tune": {"planner", "checks", "benchmark", "engines", "metrics", "registry"},
     # drift -> k8s: the monitor's fallback on a Kubernetes deployment re-renders the spec and server-side
     # applies it (specops.k8s.reapply); no cycle, since k8s sits below and retrain already builds on it.

@@ -182,3 +182,38 @@ def test_one_strict_base():
     bases = [(m, name) for m, node, name in _defs() if isinstance(node, ast.ClassDef)
              and any(ast.unparse(b) == "BaseModel" for b in node.bases)]
     assert bases == [("models.py", "Strict")], bases
+
+
+LAYOUT_FILES = ("spec.yaml", "spec.incumbent.yaml", "engine.json", "engine.log", "engine.log.1", "prompts.jsonl")
+
+
+def test_one_folder_layout():
+    """No module but engines/layout.py spells a file name of the deployment folder (docstrings and
+    messages may mention them; a path built from one, ``x / "spec.yaml"``, may not)."""
+    found = []
+    for path in PKG.rglob("*.py"):
+        if path.relative_to(PKG).as_posix() == "engines/layout.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                right = node.right
+                if isinstance(right, ast.Constant) and right.value in LAYOUT_FILES:
+                    found.append(f"{path.relative_to(PKG)}:{node.lineno}")
+    assert found == [], found
+
+
+def test_one_engine_start_and_one_vllm_client():
+    """Only engines/local.py spawns processes for an engine (start_engine), and only engines/client.py
+    builds /v1/completions or /v1/models URLs."""
+    spawns, urls = [], []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG).as_posix()
+        src = path.read_text(encoding="utf-8")
+        tree = ast.parse(src)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("local.spawn", "spawn") and rel != "engines/local.py":
+                spawns.append(f"{rel}:{node.lineno}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(
+                    ("/v1/completions", "/v1/models", "/v1/chat/completions")) and rel != "engines/client.py":
+                urls.append(f"{rel}:{node.lineno}")
+    assert spawns == [] and urls == [], (spawns, urls)

@@ -243,10 +243,10 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
 def save_spec(spec: DeploymentSpec) -> Path:
     """Keep the applied spec as ``$SPECOPS_HOME/deployments/<name>/spec.yaml`` (as a local deploy
     does): the monitor's fallback re-renders it."""
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import dump_spec
-    from specops.settings import deployment_dir
 
-    path = deployment_dir(spec.name) / "spec.yaml"
+    path = DeploymentFolder.of(spec.name).spec
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_spec(spec))
     return path
