@@ -21,6 +21,7 @@ from specops.benchmark.procmem import process_memory
 from specops.benchmark.stats import percentile
 from specops.benchmark.types import BenchOptions, BenchResult, Comparison, RunResult, Target
 from specops.benchmark.workloads import Workload, cap_to_context, load_workload
+from specops.engines.client import COMPLETIONS, MODELS, route
 from specops.errors import InputError, MeasurementError
 from specops.metrics import base_url
 from specops.metrics.derive import delta, pick_group, require_speculation
@@ -42,7 +43,7 @@ def auth_headers(target: Target) -> dict:
 async def _model_info(client, target: Target, headers: dict) -> tuple[str, int | None]:
     import httpx
 
-    url = base_url(target.endpoint) + "/v1/models"
+    url = route(target.endpoint, MODELS)
     try:
         resp = await asyncio.wait_for(client.get(url, headers=headers, timeout=10), 10)
     except asyncio.TimeoutError:
@@ -112,7 +113,7 @@ async def run_once(target: Target, model: str, workload: Workload, concurrency: 
     import httpx
 
     headers = auth_headers(target)
-    url = base_url(target.endpoint) + "/v1/completions"
+    url = route(target.endpoint, COMPLETIONS)
     prompts = [workload.prompts[i % len(workload.prompts)] for i in range(opts.requests)]
     arrivals = arrival_times(len(prompts), rate, opts.seed)
     limits = httpx.Limits(max_connections=concurrency + 4)
@@ -214,7 +215,7 @@ async def _warm(target: Target, model: str, workload: Workload, n: int) -> None:
 
     if n <= 0:
         return
-    url = base_url(target.endpoint) + "/v1/completions"
+    url = route(target.endpoint, COMPLETIONS)
     async with httpx.AsyncClient(timeout=600) as client:
         for i in range(n):
             p = workload.prompts[i % len(workload.prompts)]

@@ -103,10 +103,10 @@ def http_complete(endpoint: str, model: str | None, prompts: list[str], max_toke
         model = client.only_model()
     for p in prompts:
         body = completion_body(model, p, max_tokens, seed=0, logprobs=1, return_tokens_as_token_ids=True)
-        resp = client.post("/v1/completions", body)
+        resp = client.post_completion(body)
         if resp.status == 400:  # an older server without token-id logprobs: compare text
             body = {k: v for k, v in body.items() if k not in ("logprobs", "return_tokens_as_token_ids")}
-            resp = client.post("/v1/completions", body)
+            resp = client.post_completion(body)
         choice = client.parse_completion(resp)["choices"][0]
         logprobs = choice.get("logprobs")
         tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None

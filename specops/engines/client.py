@@ -12,6 +12,16 @@ from dataclasses import dataclass, field
 
 from specops.errors import MeasurementError
 
+COMPLETIONS, CHAT, MODELS = "/v1/completions", "/v1/chat/completions", "/v1/models"
+"""vLLM's OpenAI-compatible routes (the async load generator and trainers' CLIs use them via :func:`route`)."""
+
+
+def route(endpoint: str, path: str) -> str:
+    """``endpoint``'s base URL joined with one of the routes above."""
+    from specops.metrics import base_url
+
+    return base_url(endpoint) + path
+
 
 def completion_body(model: str, prompt: str, max_tokens: int, *, temperature: float = 0.0, stream: bool = False,
                     **extra) -> dict:
@@ -42,6 +52,10 @@ class VllmClient:
 
         return redact_url(self.url)
 
+    def post_completion(self, body: dict):
+        """The raw answer of POST /v1/completions (for callers that retry on a status)."""
+        return self.post(COMPLETIONS, body)
+
     def post(self, path: str, body: dict, *, deadline_s: float | None = None, fix: str | None = None):
         """The raw answer (status, body) of a POST; transport failures are MeasurementErrors."""
         from specops.metrics.http import exchange
@@ -69,9 +83,9 @@ class VllmClient:
         """``/v1/models``' entries (each with an ``id``; vLLM adds ``max_model_len``)."""
         from specops.metrics.http import exchange
 
-        resp = exchange("GET", self.url + "/v1/models", headers=self.headers, deadline_s=deadline_s,
+        resp = exchange("GET", self.url + MODELS, headers=self.headers, deadline_s=deadline_s,
                         fix="check that the engine is running and the URL is right")
-        data = self._json("/v1/models", resp, "a JSON object whose data lists models with an id")
+        data = self._json(MODELS, resp, "a JSON object whose data lists models with an id")
         entries = data.get("data")
         if not isinstance(entries, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]
                                                     for m in entries):
@@ -89,11 +103,11 @@ class VllmClient:
 
     def complete(self, body: dict, *, deadline_s: float | None = None, fix: str | None = None) -> dict:
         """POST /v1/completions; the parsed answer, whose ``choices[0]`` exists."""
-        return self.parse_completion(self.post("/v1/completions", body, deadline_s=deadline_s, fix=fix))
+        return self.parse_completion(self.post(COMPLETIONS, body, deadline_s=deadline_s, fix=fix))
 
     def parse_completion(self, resp) -> dict:
         """A /v1/completions answer (from :meth:`post`) parsed; MeasurementError unless it has choices[0]."""
-        data = self._json("/v1/completions", resp, "a JSON object with choices[0].text")
+        data = self._json(COMPLETIONS, resp, "a JSON object with choices[0].text")
         if not isinstance(data.get("choices"), list) or not data["choices"] or not isinstance(data["choices"][0], dict):
             raise MeasurementError(f"{self._shown()}/v1/completions did not answer like an OpenAI-compatible server "
                                    "(a JSON object with choices[0].text)", "point the endpoint at a vLLM server")
@@ -101,7 +115,7 @@ class VllmClient:
 
     def chat(self, body: dict, *, deadline_s: float | None = None) -> str:
         """POST /v1/chat/completions; the first choice's message content."""
-        data = self._json("/v1/chat/completions", self.post("/v1/chat/completions", body, deadline_s=deadline_s),
+        data = self._json(CHAT, self.post(CHAT, body, deadline_s=deadline_s),
                           "a JSON object with choices[0].message")
         try:
             return data["choices"][0]["message"]["content"] or ""
