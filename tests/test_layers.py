@@ -252,9 +252,9 @@ def test_the_import_parser_sees_lazy_relative_and_from_package_imports(tmp_path)
     """What the checks above stand on: a forbidden import in any spelling is seen."""
     f = tmp_path / "probe.py"
     f.write_text("import os\n\ndef f():\n    from ..planner import perfmodel\n    from specops import heal\n"
-                 "    from . import fleet, nothing_here\n", encoding="utf-8")
+                 "    from . import measurements, nothing_here\n", encoding="utf-8")
     got = set(_imports(f, module="specops.registry.probe"))
-    assert got == {"os", "specops.planner.perfmodel", "specops.heal", "specops.registry", "specops.registry.fleet"}
+    assert got == {"os", "specops.planner.perfmodel", "specops.heal", "specops.registry", "specops.registry.measurements"}
     assert {_layer(n) for n in got} - {None} == {"planner", "heal", "registry"}
     assert _imports(f, top_level_only=True, module="specops.registry.probe") == ["os"]
 
