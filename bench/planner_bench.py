@@ -86,6 +86,7 @@ def main() -> None:
 
     batch_section(results)
     engine_section(results)
+    drafts_moe_section(results)
 
     from specops.planner import RecommendRequest, recommend
 
@@ -113,6 +114,34 @@ def main() -> None:
     print("\n== one `recommend` call, in-process ==")
     print(f"first call (loads playbooks, calibrates): {cold:.3f} s; warm calls (batch 1/16/64): "
           + ", ".join(f"{t:.3f}" for t in warm) + " s")
+
+
+def drafts_moe_section(results) -> None:
+    """Issue 18: MoE baselines against published TPOTs, the MoE and draft-model rows' errors, and the
+    properties of tests/planner/test_drafts_moe.py."""
+    import math
+
+    from specops.planner.calibration import default_priors
+    from specops.planner.evidence import load_baselines, predict_baseline
+
+    print("\n== drafts and MoE (issue 18) ==")
+    for row in load_baselines():
+        pred = predict_baseline(row)
+        pub = f"{row.tpot_ms:.2f}" if row.tpot_ms else "-"
+        err = f"{abs(math.log(pred / row.tpot_ms)):.2f}" if pred and row.tpot_ms else "-"
+        shown = f"{pred:.2f}" if pred else "-"
+        print(f"   baseline {row.target:<16} {row.gpus}x {row.gpu:<10} {row.engine:<7} published {pub:>6} ms "
+              f"predicted {shown:>6} ms  |ln| {err:>4}  {'fitted' if row.use else 'shown only'}")
+    print(_line("MoE-target rows", [r.error for r in results if r.moe]))
+    print(_line("draft_model rows", [r.error for r in results if r.row.method == "draft_model"]))
+    pri = default_priors()
+    print(f"   draft-size slope {pri.draft_slope:.3f} α per e-fold of draft/target size ({pri.slope_source})")
+    from tests.planner.test_drafts_moe import KNOWN_FAILING, PROPERTIES
+
+    for prop in PROPERTIES:
+        bad = prop()
+        known = " (known, xfail)" if prop in KNOWN_FAILING else ""
+        print(f"   {'holds' if not bad else 'FAILS'}  {prop.__name__}{known}" + (f": {bad[0]}" if bad else ""))
 
 
 GRID = (0.0, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05)
