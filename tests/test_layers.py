@@ -24,7 +24,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
-FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "__init__",
+FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "speculation",
+              "__init__",
               "__main__"}
 """Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading
 and the vLLM capability table (data, no vllm import)."""

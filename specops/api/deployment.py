@@ -97,13 +97,11 @@ def adopt(name: str, endpoint: str, *, served_name: str | None = None, target: s
 
 def _known_method(method: str) -> str:
     """``method`` as vLLM names it, or an InputError with did-you-mean (never free text in the registry)."""
-    from specops.engines.argv import METHOD_ALIASES
     from specops.errors import unknown
-    from specops.planner.types import METHODS
+    from specops.speculation import METHODS, canonical
 
-    m = method.strip().lower()
-    m = METHOD_ALIASES.get(m, m)
-    known = (*METHODS, "ngram_gpu")
+    m = canonical(method)
+    known = tuple(name for name, info in METHODS.items() if info.family != "tooling")
     if m not in known:
         raise unknown("method", method[:80], known, fix="use --method " + "|".join(known))
     return m

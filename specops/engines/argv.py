@@ -25,12 +25,10 @@ from specops.capabilities import (
     parse_version,
 )
 from specops.errors import CapabilityError, InputError
+from specops.speculation import PROMPT_METHODS, canonical, needs_draft
 
 V1_SPEC_CONFIG = (0, 8, 2)
 
-# specops' method names -> vLLM's; EAGLE-3.1 is served as eagle3.
-METHOD_ALIASES = {"eagle3.1": "eagle3", "eagle31": "eagle3", "eagle-3": "eagle3", "eagle-3.1": "eagle3"}
-NO_WEIGHTS_METHODS = {"ngram", "ngram_gpu", "suffix", "mtp"}
 
 
 class LaunchConfig(BaseModel):
@@ -66,8 +64,7 @@ class LaunchConfig(BaseModel):
     extra_args: list[str] = Field(default_factory=list, description="Appended verbatim.")
 
     def vllm_method(self) -> str:
-        m = self.method.strip().lower()
-        return METHOD_ALIASES.get(m, m)
+        return canonical(self.method)
 
 
 def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) -> dict | None:
@@ -92,10 +89,9 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     if not ok:
         raise CapabilityError(f'method "{method}" is accepted by vLLM {vs} but the engine refuses it ({why})',
                               "choose another method or vLLM version")
-    needs_model = method in ("eagle", "eagle3", "draft_model", "dflash", "dspark", "medusa", "mlp_speculator")
-    if needs_model and not cfg.draft_model:
+    if needs_draft(method) and not cfg.draft_model:
         raise InputError(f'method "{method}" needs a draft model', "set the draft (a folder or hub id)")
-    if method in ("ngram", "ngram_gpu", "suffix") and cfg.draft_model:
+    if method in PROMPT_METHODS and cfg.draft_model:
         raise InputError(f'method "{method}" drafts from the prompt and takes no draft model',
                          "remove the draft or choose draft_model/eagle3")
     sc: dict = {"method": method}

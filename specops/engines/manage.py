@@ -57,6 +57,7 @@ def _identity(row) -> tuple[int | None, float | None]:
 def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0) -> dict:
     """The four vllm:spec_decode_* counters since the engine started, from /metrics, and the rates."""
     from specops.metrics import scrape
+    from specops.speculation import Acceptance
 
     snap = scrape(endpoint, timeout=timeout)
     g = snap.groups.get(served_name or "") or (next(iter(snap.groups.values())) if len(snap.groups) == 1 else None)
@@ -65,9 +66,10 @@ def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0
     out = {"num_drafts": g.num_drafts, "num_draft_tokens": g.num_draft_tokens,
            "num_accepted_tokens": g.num_accepted_tokens,
            "accepted_per_pos": [g.accepted_per_pos[k] for k in sorted(g.accepted_per_pos)]}
-    if g.num_draft_tokens:
-        out["acceptance_rate"] = round(g.num_accepted_tokens / g.num_draft_tokens, 4)
-        out["mean_acceptance_length"] = round(1 + g.num_accepted_tokens / g.num_drafts, 4)
+    acc = Acceptance(g.num_drafts, g.num_draft_tokens, g.num_accepted_tokens)
+    if acc.rate is not None and acc.tau is not None:
+        out["acceptance_rate"] = round(acc.rate, 4)
+        out["mean_acceptance_length"] = round(acc.tau, 4)
     else:
         out["note"] = "no drafts yet (send a request)"
     return out

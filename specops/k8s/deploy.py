@@ -150,10 +150,10 @@ def _ref(ref) -> str | None:
 
 
 def _method(spec: DeploymentSpec) -> str | None:
-    from specops.engines.argv import METHOD_ALIASES
+    from specops.speculation import canonical
 
     method = spec.speculative.method.lower()
-    return None if method == "none" else METHOD_ALIASES.get(method, method)
+    return None if method == "none" else canonical(method)
 
 
 def _record_deploy(reg, spec: DeploymentSpec, dep: dict, endpoint: str, canary_of: str | None) -> None:

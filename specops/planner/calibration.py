@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specops.planner.types import MeasuredAcceptance
+from specops.speculation import alpha_from_tau
 
 # Position decay d of per-token acceptance (α_i = α0·d^i), by method (and EAGLE generation).
 # eagle3 0.954: fitted to vLLM blog 2026-03-13 (P-EAGLE), gpt-oss-20b EAGLE-3 AL 2.70 at K=3 and 3.27 at
@@ -61,29 +62,11 @@ TASK_CLASS = {"code": "code", "math": "math", "chat": "chat", "creative": "chat"
               "summarization": "summarization", "rag": "summarization", "agentic": "summarization"}
 
 
-def expected_tokens(alpha0: float, decay: float, gamma: int) -> float:
-    """τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i (Leviathan et al. 2023 §3 with position-dependent α)."""
-    total, p = 1.0, 1.0
-    for i in range(gamma):
-        p *= min(MAX_ALPHA, alpha0 * decay ** i)
-        total += p
-    return total
-
-
 def solve_alpha(tau: float, gamma: int, decay: float) -> float | None:
-    """α0 such that expected_tokens(α0, d, γ) = τ (bisection); None when τ is out of range."""
+    """α0 with τ(α0, d, γ) = τ (:func:`specops.speculation.bisect`); None when τ is out of range."""
     if gamma < 1 or not (1.0 < tau < gamma + 1):
         return None
-    lo, hi = 1e-4, MAX_ALPHA
-    if expected_tokens(hi, decay, gamma) < tau:
-        return MAX_ALPHA
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if expected_tokens(mid, decay, gamma) < tau:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return max(1e-4, alpha_from_tau(tau, gamma, decay, MAX_ALPHA))
 
 
 def decay_for(method: str, generation: str | None = None) -> float:

@@ -35,6 +35,7 @@ from specops.planner.types import (
     ModelSpec,
     RecommendRequest,
 )
+from specops.speculation import SCHEDULE_METHODS
 
 KV_ORDER = ("auto", "fp8", "turboquant_k8v4", "turboquant_4bit_nc")  # least to most compressed
 SCHEDULE_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -132,10 +133,12 @@ def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
             removed.append(m)
     ctx.schedule_supported = ctx.table.has("field", "num_speculative_tokens_per_batch_size", v)
     ctx.kv_allowed = [k for k in KV_ORDER if k == "auto" or ctx.table.has("kv_dtype", k, v)]
-    bugs = [b.name for b in ctx.table.bugs(v)]
-    for guard in rule.bug_guards:
-        if any(guard.bug in name for name in bugs):
-            ctx.constraints.forbidden_combos.append((guard.method, guard.kv_prefix, f"known bug {guard.bug} in {vs}"))
+    for bug in ctx.table.bugs(v, effect="refuse"):  # method × KV dtype combinations the engine gets wrong
+        if sorted(k for k, _ in bug.when) != ["kv_dtype", "method"]:
+            continue
+        for m in bug.condition("method") or ():
+            for kv in bug.condition("kv_dtype") or ():
+                ctx.constraints.forbidden_combos.append((m, kv.rstrip("*"), f"known bug {bug.issue()} in {vs}"))
     parts = [f"removed {', '.join(removed)}" if removed else "all methods available"]
     parts.append("per-batch schedule available" if ctx.schedule_supported else "no per-batch schedule (from 0.24.0)")
     parts.append("KV dtypes " + ", ".join(ctx.kv_allowed))
@@ -368,7 +371,6 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=f"objective={req.objective}, batch={req.batch_size}", outcome=outcome)
 
 
-SCHEDULE_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
 """Methods whose per-batch γ schedule vLLM 0.33 applies; for others it drops the schedule with a warning
 (vllm/config/vllm.py; playbooks/vllm/capabilities.csv, num_speculative_tokens_per_batch_size)."""
 

@@ -10,16 +10,18 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Method = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none"]
-METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none")
+from specops.speculation import METHODS as METHOD_TABLE
+from specops.speculation import PLANNED as METHODS
+from specops.speculation import Method
+
 Task = Literal["code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic"]
 TASKS: tuple[str, ...] = ("code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic")
 Quantization = Literal["fp8", "int8", "awq", "gptq", "nvfp4"]
 QUANTIZATIONS: tuple[str, ...] = ("fp8", "int8", "awq", "gptq", "nvfp4")
 Objective = Literal["latency", "throughput"]
 # Methods whose draft is a separate set of weights (a head or a model), not the prompt or the target.
-DRAFT_WEIGHT_METHODS = ("eagle3", "eagle", "draft_model", "dflash", "medusa")
-SEPARATE_MODEL_METHODS = ("draft_model", "dflash")
+DRAFT_WEIGHT_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].draft_weights)
+SEPARATE_MODEL_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].family == "model")
 
 
 class _Strict(BaseModel):

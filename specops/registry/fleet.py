@@ -28,6 +28,7 @@ from specops.registry.schema import (
     utcnow,
 )
 from specops.registry.store import DeploymentsMixin, _validate, _validated
+from specops.speculation import Acceptance
 
 _MEASUREMENTS = TypeAdapter(list[MeasurementPublic])
 
@@ -61,9 +62,8 @@ class Trend(BaseModel):
 
 
 def aggregate(num_drafts: int, num_draft_tokens: int, num_accepted: int) -> tuple[float | None, float | None]:
-    rate = num_accepted / num_draft_tokens if num_draft_tokens else None
-    tau = 1 + num_accepted / num_drafts if num_drafts else None
-    return rate, tau
+    acc = Acceptance(num_drafts, num_draft_tokens, num_accepted)
+    return acc.rate, acc.tau
 
 
 class FleetMixin(DeploymentsMixin):

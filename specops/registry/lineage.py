@@ -25,7 +25,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.models import EXIT_CODES, Finding, Outcome, verdict
-from specops.registry.schema import WEIGHTLESS_METHODS, DraftPublic, TargetPublic
+from specops.registry.schema import DraftPublic, TargetPublic
+from specops.speculation import WEIGHTLESS_METHODS
 
 
 class LineageReport(BaseModel):

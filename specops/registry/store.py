@@ -21,7 +21,6 @@ from specops.models import Finding, check_deployment_name
 from specops.registry.db import transaction
 from specops.registry.lineage import LineageReport, judge, structural_findings
 from specops.registry.schema import (
-    WEIGHTLESS_METHODS,
     Deployment,
     DeploymentCreate,
     DeploymentPublic,
@@ -36,6 +35,7 @@ from specops.registry.schema import (
     TargetPublic,
     utcnow,
 )
+from specops.speculation import WEIGHTLESS_METHODS
 
 T = TypeVar("T")
 DEPLOYMENT_FIELDS = set(DeploymentCreate.model_fields) - {"name"}
