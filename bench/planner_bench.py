@@ -134,6 +134,22 @@ def drafts_moe_section(results) -> None:
               f"predicted {shown:>6} ms  |ln| {err:>4}  {'fitted' if row.use else 'shown only'}")
     print(_line("MoE-target rows", [r.error for r in results if r.moe]))
     print(_line("draft_model rows", [r.error for r in results if r.row.method == "draft_model"]))
+    from specops.planner.evidence import load_draft_costs, predict_draft_cost
+    from specops.planner.perfmodel import VLLM_PROFILE
+
+    costs = load_draft_costs()
+
+    def cost_err(x: float) -> float:
+        p = VLLM_PROFILE.model_copy(update={"draft_layer_overhead_ms": x})
+        return sum(abs(math.log(predict_draft_cost(r, profile=p) / r.cost_ratio)) for r in costs)
+
+    best = min((0.0, 0.02, 0.04, 0.06, 0.07, 0.08, 0.09, 0.1, 0.12, 0.15), key=cost_err)
+    for r in costs:
+        print(f"   draft cost c {r.target:<34} {r.gpus}x {r.gpu}: published {r.cost_ratio:.3f} predicted "
+              f"{predict_draft_cost(r):.3f} (without the per-layer term "
+              f"{predict_draft_cost(r, profile=VLLM_PROFILE.model_copy(update={'draft_layer_overhead_ms': 0})):.3f})")
+    print(f"   draft_layer_overhead_ms fitted on {len(costs)} published c values: {best} ms/layer "
+          f"(shipped: {VLLM_PROFILE.draft_layer_overhead_ms})")
     pri = default_priors()
     print(f"   draft-size slope {pri.draft_slope:.3f} α per e-fold of draft/target size ({pri.slope_source})")
     from tests.planner.test_drafts_moe import KNOWN_FAILING, PROPERTIES

@@ -371,8 +371,13 @@ class Priors:
         return alpha, f"published: {cite}{more}{note}"
 
     def _named(self, draft: str | None, method: str, structure: str, task_class: str) -> tuple[float, str] | None:
-        """α0 published for this very draft (rows of this task class that name it), converted to ``structure``."""
-        rows = [e for e in self.named.get((draft or "").lower(), []) if e[2] == method and e[4] == task_class]
+        """α0 published for this very draft (rows of this task class that name it; none of that class: all the
+        draft's rows, as the method's pool does), converted to ``structure``."""
+        own = [e for e in self.named.get((draft or "").lower(), []) if e[2] == method]
+        rows = [e for e in own if e[4] == task_class]
+        note = ""
+        if not rows:
+            rows, note = own, f" (no {task_class} row; median over this draft's rows)"
         if not rows:
             return None
         same = [e for e in rows if e[3] == structure] or rows
@@ -381,7 +386,7 @@ class Priors:
         alpha = min(MAX_ALPHA, statistics.median(alphas))
         more = f" +{len(same) - 1} rows" if len(same) > 1 else ""
         conv = "" if same[0][3] == structure else f" ({same[0][3]} rows converted to {structure})"
-        return alpha, f"published for this draft: {same[0][1]}{more}{conv}"
+        return alpha, f"published for this draft: {same[0][1]}{more}{conv}{note}"
 
     def lookup(self, method: str, *, task: str, temperature: float = 0.0, generation: str | None = None,
                structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None) -> AcceptancePrior:
@@ -415,12 +420,12 @@ class Priors:
                     if candidate != method:
                         found = (found[0], f"{found[1]} (borrowed from {candidate}: no {method} rows)")
                     break
-            if found is not None and method == "draft_model":
-                ratio = draft_ratio or DRAFT_REF_RATIO
-                shift = self.draft_slope * math.log(ratio / DRAFT_REF_RATIO)
-                found = (max(0.05, min(MAX_ALPHA, found[0] + shift)),
-                         f"{found[1]}; draft/target size {ratio:.3g} ({shift:+.3f} from the draft-size slope "
-                         f"{self.draft_slope:.3f}/e-fold, {self.slope_source})")
+        if found is not None and method == "draft_model":  # back from the reference size to this draft's
+            ratio = draft_ratio or DRAFT_REF_RATIO
+            shift = self.draft_slope * math.log(ratio / DRAFT_REF_RATIO)
+            found = (max(0.05, min(MAX_ALPHA, found[0] + shift)),
+                     f"{found[1]}; draft/target size {ratio:.3g} ({shift:+.3f} from the draft-size slope "
+                     f"{self.draft_slope:.3f}/e-fold, {self.slope_source})")
         alpha, source = found if found else (DEFAULT_ALPHA, "default (no published row for this method)")
         alpha_t = alpha * math.exp(-self.temperature_lambda * temperature)
         if temperature:
@@ -483,10 +488,10 @@ def calibrate(rows: list[PublishedRow], *, exclude_source: str | None = None) ->
         if a is None or r.method is None:
             continue
         a0 = min(MAX_ALPHA, a * math.exp(lam * r.temperature))  # back to T=0
+        if r.method == "draft_model":  # kept at the reference draft/target size (named rows too: one draft
+            a0 -= slope * math.log((r.draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO)  # LM drafts many targets)
         if r.draft_id:
             named.setdefault(r.draft_id.lower(), []).append((a0, r.citation, r.method, r.structure, r.task))
-        if r.method == "draft_model":  # pooled at the reference draft/target size
-            a0 -= slope * math.log((r.draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO)
         table.setdefault((r.method, r.structure, r.task), []).append((a0, r.citation))
     return Priors(table, lam, [], lam_source, named, slope, slope_source)
 

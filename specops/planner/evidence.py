@@ -318,3 +318,42 @@ def predict_baseline(row: BaselineRow, cat: Catalogs | None = None, profile=None
         return None
     setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
     return forward_ms(setup, batch=row.batch, tokens_per_seq=1, kv_len=CONTEXT + OUTPUT / 2, kv_dtype="auto")
+
+
+@dataclass(frozen=True)
+class DraftCostRow:
+    """A published draft/target forward-time ratio (Leviathan's c) for a separate draft LM
+    (playbooks/data/draft_costs_2026-12.csv)."""
+
+    source: str
+    target: str
+    draft: str
+    gpu: str
+    gpus: int
+    engine: str
+    cost_ratio: float
+    notes: str
+
+
+def load_draft_costs() -> list[DraftCostRow]:
+    import csv
+
+    from specops.playbooks import playbook_path
+
+    with open(playbook_path("data", "draft_costs_2026-12.csv"), newline="", encoding="utf-8") as f:
+        return [DraftCostRow(r["source"], r["target_model"], r["draft_model"], r["hardware"], int(r["gpus"]),
+                             r["engine"], float(r["cost_ratio"]), r["notes"]) for r in csv.DictReader(f)]
+
+
+def predict_draft_cost(row: DraftCostRow, cat: Catalogs | None = None, profile=None) -> float:
+    """The model's c for a draft-cost row: one draft forward over one target forward (batch 1)."""
+    from specops.planner.perfmodel import draft_ms, forward_ms
+
+    cat = cat or load_catalogs()
+    gpu = next(g for key, g in GPUS if key in row.gpu.lower())
+    setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
+    arch = cat.model(row.draft)
+    draft = DraftSpec("draft_model", arch.id, arch.params_b, model=arch)
+    kv = CONTEXT + OUTPUT / 2
+    target = forward_ms(setup, batch=1, tokens_per_seq=1, kv_len=kv, kv_dtype="auto")
+    return draft_ms(setup, draft, gamma=1, batch=1, kv_len=kv, kv_dtype="auto") / target

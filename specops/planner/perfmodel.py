@@ -48,6 +48,11 @@ class EngineProfile(BaseModel):
     step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
     draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
+    draft_layer_overhead_ms: float = Field(
+        0.08, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
+        "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
+        "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
+        "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
     ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
     token_overhead_ms: float = Field(
         0.015, ge=0, description="Cost per token one step schedules, not hidden behind the weight reads (input "
@@ -77,6 +82,7 @@ VLLM_PROFILE = EngineProfile()
 # token_overhead_ms 0: the per-token term was fitted on serving engines only; papers' harnesses run batch 1.
 EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead_ms=0.25,
                               draft_step_overhead_ms=1.0, ngram_step_ms=0.5, token_overhead_ms=0.0,
+                              draft_layer_overhead_ms=0.0,  # layer_overhead_ms already charges every layer
                               moe_layer_overhead_ms=0.0)  # its per-layer launch cost already covers it
 
 
@@ -298,11 +304,11 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     if model is None:
         raise ValueError(f"draft {draft.id} has no architecture")
     dsetup = Setup(model, setup.gpu, setup.tp, p)
+    fixed = p.draft_step_overhead_ms + p.draft_layer_overhead_ms * model.layers  # a deeper draft costs more
     if draft.method == "dflash":  # one parallel block pass over γ positions
         return forward_ms(dsetup, batch=batch, tokens_per_seq=gamma, kv_len=kv_len, kv_dtype=kv_dtype,
-                          overhead_ms=p.draft_step_overhead_ms)
-    one = forward_ms(dsetup, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
-                     overhead_ms=p.draft_step_overhead_ms)
+                          overhead_ms=fixed)
+    one = forward_ms(dsetup, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype, overhead_ms=fixed)
     return gamma * one
 
 
