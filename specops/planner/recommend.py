@@ -93,7 +93,8 @@ class Context:
 def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile) -> tuple[ModelSpec, GPU, Setup]:
     """Catalog lookups and the checks that make a request impossible (InputError/FitError)."""
     gpu = catalogs.gpu(request.gpu)
-    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization)
+    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
+                           active_params_b=request.active_params_b)
     parse_version(request.vllm_version)
     if request.context_len > model.max_context:
         raise InputError(f"--context-len {request.context_len} is over {model.id}'s limit of {model.max_context} tokens",
@@ -251,8 +252,9 @@ def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool =
     draft = ctx.drafts.get(method) if method != "none" else None
     prior = None
     if draft is not None:
+        ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
         prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
-                                  draft=draft.id)
+                                  draft=draft.id, draft_ratio=ratio)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
                  batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
     return _measured(ctx, e, method, gamma, batch)
@@ -506,6 +508,7 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
     _task_note(ctx, steps)
+    _moe_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -513,6 +516,26 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
                  "the temperature rule sets")
     return steps
+
+
+def _moe_note(ctx: Context, steps: list[DecisionStep]) -> None:
+    """Name a mixture-of-experts target on the model-size rule: its size bucket is by total parameters,
+    but a step reads the active ones, and verifying t tokens reads the experts t tokens touch."""
+    m = ctx.model
+    step = next((s for s in steps if s.rule == "model_size"), None)
+    if step is None or not m.is_moe:
+        return
+    from specops.planner.perfmodel import experts_touched
+
+    chosen = ctx.chosen
+    t = (chosen.gamma + 1) if chosen is not None and chosen.method != "none" and chosen.gamma else 4
+    b = chosen.effective_batch if chosen is not None else ctx.request.batch_size
+    one, many = experts_touched(m, b), experts_touched(m, b * t)
+    step.input += f", moe: {m.active_b:g}B active of {m.params_b:g}B, top-{m.experts_per_token} of {m.experts} experts"
+    step.outcome += (f"; MoE target: a decode step reads the {m.active_b:g}B active parameters, not {m.params_b:g}B, "
+                     f"so drafting is relatively dearer than the size bucket says; verifying {t} tokens per sequence "
+                     f"at batch {b} touches ~{many:.0f} of {m.experts} experts per layer against ~{one:.0f} for one "
+                     "token (uniform routing, an upper bound), which the cost model counts")
 
 
 def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:

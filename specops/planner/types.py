@@ -138,6 +138,8 @@ class RecommendRequest(_Strict):
 
     model: str = Field(description="Catalog name, hub id, or local Hugging Face folder.")
     params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters (billions) for unknown models.")
+    active_params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters active per "
+                                          "token (billions) for unknown mixture-of-experts models (with params_b).")
     quantization: Quantization | None = Field(None, description="Weight quantization: fp8, int8, awq, gptq, nvfp4.")
     gpu: str = Field(description="GPU catalog name (H100, A100-80GB, L4, cpu, ...).")
     gpus: int = Field(1, ge=1, le=64, description="GPUs (tensor parallel size).")
