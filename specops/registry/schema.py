@@ -206,7 +206,7 @@ class MeasurementBase(_Validated):
 
 
 
-class Measurement(MeasurementBase, table=True):
+class MeasurementRow(MeasurementBase, table=True):
     __tablename__ = "measurement"
     __table_args__ = (Index("ix_measurement_deployment_end", "deployment_id", "window_end"),
                       Index("ix_measurement_end", "window_end"))
@@ -390,4 +390,4 @@ class CalibrationPublic(CalibrationBase):
         return f"{self.name}@{self.revision}"
 
 
-TABLES = (Target, Draft, Deployment, Measurement, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)
+TABLES = (Target, Draft, Deployment, MeasurementRow, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)

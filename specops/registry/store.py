@@ -1,6 +1,6 @@
 """The Registry: targets, drafts, lineage checks, deployments and the event log.
 
-Measurements, validation runs and retraining jobs are in :mod:`specops.registry.fleet`; export,
+Measurements, validation runs and retraining jobs are in :mod:`specops.registry.measurements`; export,
 import and prune in :mod:`specops.registry.transfer`. Every public method is one transaction.
 """
 
