@@ -63,7 +63,7 @@ def recommend_with_defaults(request: RecommendRequest, calibration: str | None =
       request (and only on the hardware it was measured on, i.e. ``--gpu cpu`` for CPU runs).
     The plan's ``learned_from`` says which were used and how many samples stand behind them.
     """
-    from specops.planner.calibration import default_priors
+    from specops.planner.priors import default_priors
     from specops.planner.recommend import recommend
 
     priors = default_priors()

@@ -17,9 +17,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError
+from specops.models import Strict
 from specops.tune.calibration import check_name, fit_calibration, save_calibration
 from specops.tune.plan import GridOptions, config_order, plan_grid
 from specops.tune.report import build_report
@@ -28,10 +29,9 @@ from specops.tune.store import PointStore, new_run_id
 from specops.tune.types import Calibration, TuneReport
 
 
-class TuneOptions(BaseModel):
+class TuneOptions(Strict):
     """Everything one tune run needs (stored in the run's run.json, so --resume needs nothing else)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="Target model folder or id (for the report and the calibration).")
     draft: str | None = Field(None, description="Draft folder for draft_model / eagle*.")

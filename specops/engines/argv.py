@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.capabilities import (
     DEFAULT_VLLM_VERSION,
@@ -25,16 +25,16 @@ from specops.capabilities import (
     parse_version,
 )
 from specops.errors import CapabilityError, InputError
+from specops.models import Strict
 from specops.speculation import PROMPT_METHODS, canonical, method_info, needs_draft
 
 V1_SPEC_CONFIG = (0, 8, 2)
 
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(Strict):
     """Everything that goes into one `vllm serve` command line."""
 
-    model_config = ConfigDict(extra="forbid")
 
     vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM release the argv is rendered for.")
     model: str = Field(description="Target model: local folder or hub id.")

@@ -13,21 +13,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.engines import local
 from specops.engines.argv import render_args, speculative_config
 from specops.engines.layout import DeploymentFolder
 from specops.engines.spec import DeploymentSpec, dump_spec
 from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError, SpecopsError
+from specops.models import Strict
 from specops.secrets import redact_argv
 from specops.settings import cache_dir, deployment_dir
 
 
-class DeployResult(BaseModel):
+class DeployResult(Strict):
     """What `deploy` did (or, with dry_run, would do)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Deployment name.")
     dry_run: bool = Field(description="True: nothing was started or written.")

@@ -10,16 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specops.capabilities import DEFAULT_VLLM_VERSION
 from specops.engines.argv import LaunchConfig
 from specops.models import DEPLOYMENT_NAME as DNS1123_LABEL  # the one name rule
-from specops.models import NAME_RULE
+from specops.models import NAME_RULE, Strict
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class ModelRef(_Strict):

@@ -9,9 +9,9 @@ the shipped playbooks (catalogs, published priors, decision tree) and the vLLM e
 
 from __future__ import annotations
 
-from specops.planner.calibration import AcceptancePrior, Priors, calibrate, default_priors, load_published
 from specops.planner.catalog import Catalogs, load_catalogs
 from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE, EngineProfile
+from specops.planner.priors import AcceptancePrior, Priors, calibrate, default_priors, load_published
 from specops.planner.recommend import recommend
 from specops.planner.render import slug, to_deployment
 from specops.planner.types import MeasuredAcceptance, Plan, RecommendRequest

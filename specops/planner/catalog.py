@@ -12,22 +12,21 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from specops.errors import InputError, NotFoundError, unknown
+from specops.models import Strict
 from specops.planner.types import GPU, DraftRef, ModelSpec
 
 # Bits per weight for --quantization (scales included: AWQ/GPTQ group 128 ≈ 4.25, NVFP4 = 4 + FP8 scale/16).
 QUANT_BITS = {"fp8": 8.0, "int8": 8.0, "awq": 4.25, "gptq": 4.25, "nvfp4": 4.5}
 
 
-class _GpuFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _GpuFile(Strict):
     gpus: list[GPU] = Field(description="GPU entries.")
 
 
-class _ModelFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _ModelFile(Strict):
     models: list[ModelSpec] = Field(description="Model entries.")
 
 

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from specops.planner.calibration import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
+from specops.models import Strict
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     DraftSpec,
@@ -36,6 +36,7 @@ from specops.planner.perfmodel import (
     head_params,
     memory_estimate,
 )
+from specops.planner.priors import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 
 MIN_ROWS = 3
 QUANTILES = (0.1, 0.9)  # of the similar rows' residuals: the range's ends (min/max below 5 rows)
@@ -102,10 +103,9 @@ class Residual:
         return abs(self.log_ratio)
 
 
-class Evidence(BaseModel):
+class PredictionEvidence(Strict):
     """What stands behind a predicted speedup."""
 
-    model_config = ConfigDict(extra="forbid")
 
     speedup_low: float = Field(description="Lower end: predicted × e^(10th percentile residual of similar rows).")
     speedup_high: float = Field(description="Upper end: predicted × e^(90th percentile residual).")
@@ -214,7 +214,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
-             residuals: tuple[Residual, ...] | list[Residual] | None = None) -> Evidence:
+             residuals: tuple[Residual, ...] | list[Residual] | None = None) -> PredictionEvidence:
     """The range around ``speedup`` from the residuals of the published rows most like it."""
     res = list(residuals if residuals is not None else default_residuals())
     cls, rng = gpu_class(gpu), batch_range(batch)
@@ -240,7 +240,7 @@ def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
     lo, hi = lo - WIDEN, hi + WIDEN
     sources = list(dict.fromkeys(r.row.source.split(",")[0][:60] for r in pick))[:3]
     errors = sorted(abs(x) for x in logs)
-    return Evidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
+    return PredictionEvidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
                     rows=len(pick), matched_on=label, near=near, median_error=round(_quantile(errors, 0.5), 3),
                     sources=sources)
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 
 from specops.capabilities import CapabilityTable, default_table, format_version, parse_version
 from specops.errors import CapabilityError, FitError, InputError
-from specops.planner.calibration import Priors, default_priors
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     PROFILE_SOURCES,
@@ -24,7 +23,8 @@ from specops.planner.perfmodel import (
     head_params,
     memory_estimate,
 )
-from specops.planner.tree import Constraints, DecisionTree, Rule, evaluate_rule, load_tree
+from specops.planner.priors import Priors, default_priors
+from specops.planner.tree import Constraints, DecisionTree, TreeRule, evaluate_rule, load_tree
 from specops.planner.types import (
     DRAFT_WEIGHT_METHODS,
     GPU,
@@ -115,7 +115,7 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
 
 # --- pipeline steps named by check rules ------------------------------------------------------------
 
-def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
+def check_vllm_capabilities(ctx: Context, rule: TreeRule) -> DecisionStep:
     v, vs = ctx.version, format_version(ctx.version)
     removed = []
     for m in METHODS:
@@ -168,7 +168,7 @@ def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
     return DraftSpec(ref.method, ref.id, params, ref.generation)
 
 
-def check_drafts(ctx: Context, rule: Rule) -> DecisionStep:
+def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
     req, found, missing = ctx.request, [], []
     if req.draft:
         ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
@@ -227,7 +227,7 @@ def _kv_for(ctx: Context, method: str) -> str:
     return options[-1]
 
 
-def check_kv_cache(ctx: Context, rule: Rule) -> DecisionStep:
+def check_kv_cache(ctx: Context, rule: TreeRule) -> DecisionStep:
     req = ctx.request
     for m in [*ctx.drafts, "none"]:
         ctx.kv_by_method[m] = _kv_for(ctx, m)
@@ -320,7 +320,7 @@ def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
     return min(top, key=rank)
 
 
-def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
+def check_cost_model(ctx: Context, rule: TreeRule) -> DecisionStep:
     req = ctx.request
     rows = [_eval(ctx, "none", 0, req.batch_size)] if req.method in (None, "none") else []
     measured = ctx.measured.drafts() if ctx.measured is not None else None
@@ -462,7 +462,7 @@ def evidence_for(ctx: Context, e: Evaluation):
                     residuals=ctx.residuals)
 
 
-def check_evidence(ctx: Context, rule: Rule) -> DecisionStep:
+def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     """Speculate only where the evidence says it pays: the lower end of the chosen candidate's range
     must be >= 1, unless the request allows uncertain gains or pinned the method."""
     req, chosen = ctx.request, ctx.chosen
@@ -545,7 +545,7 @@ def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
     step = next((s for s in steps if s.rule == "task"), None)
     if step is None or e is None or e.method == "none":
         return
-    from specops.planner.calibration import TASK_CLASS
+    from specops.planner.priors import TASK_CLASS
 
     cls = TASK_CLASS.get(ctx.request.task, ctx.request.task)
     if f"(no {cls} row" in e.prior_source:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from specops.models import Strict
 from specops.speculation import METHODS as METHOD_TABLE
 from specops.speculation import PLANNED as METHODS
 from specops.speculation import Method
@@ -24,8 +25,7 @@ DRAFT_WEIGHT_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].draft_weights
 SEPARATE_MODEL_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].family == "model")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class GPU(_Strict):

@@ -14,10 +14,10 @@ import pytest
 
 from specops.errors import InputError
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import DRAFT_REF_RATIO, default_priors
 from specops.planner.catalog import generic_model, load_catalogs
 from specops.planner.evidence import cross_validate, load_baselines, predict_baseline
 from specops.planner.perfmodel import VLLM_PROFILE, DraftSpec, Setup, draft_ms, experts_touched, forward_ms
+from specops.planner.priors import DRAFT_REF_RATIO, default_priors
 
 
 @lru_cache(maxsize=1)
@@ -137,8 +137,8 @@ def spec_bench_ranks_heads_by_their_own_acceptance() -> list[str]:
     without any Spec-Bench row: the ranking must come out the same, each within e^±0.25 of Spec-Bench."""
     import dataclasses
 
-    from specops.planner.calibration import calibrate, load_published
     from specops.planner.evidence import predict_row
+    from specops.planner.priors import calibrate, load_published
 
     rows = load_published()
     pri, cat = calibrate([r for r in rows if not r.source.startswith(SPEC_BENCH)]), load_catalogs()

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import load_published, parse_row
 from specops.planner.evidence import Residual, batch_range, cross_validate, default_residuals, interval
+from specops.planner.priors import load_published, parse_row
 
 
 def _residual(method: str, batch: int, log_ratio: float, engine: str = "vllm") -> Residual:

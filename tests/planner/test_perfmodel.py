@@ -1,6 +1,5 @@
 """Roofline, draft cost, MoE expert reads, memory."""
 
-from specops.planner.calibration import AcceptancePrior
 from specops.planner.perfmodel import (
     VLLM_PROFILE,
     DraftSpec,
@@ -12,6 +11,7 @@ from specops.planner.perfmodel import (
     memory_estimate,
     weight_bytes_read,
 )
+from specops.planner.priors import AcceptancePrior
 
 
 def test_moe_verification_reads_more_experts_as_tokens_grow(catalogs):

@@ -16,8 +16,8 @@ from functools import cache, lru_cache
 import pytest
 
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import default_priors
 from specops.planner.catalog import load_catalogs
+from specops.planner.priors import default_priors
 
 MODELS = [("llama-3.1-8b", 1), ("meta-llama/Llama-3.3-70B-Instruct", 4), ("Qwen/Qwen3-8B", 1), ("Qwen/Qwen3-32B", 2)]
 GPUS = ["H100", "A100-80GB", "L40S"]
