@@ -64,7 +64,8 @@ class LocalDeployer:
         spec.draft = ModelRef(model=config.draft) if config.draft and config.method in DRAFT_METHODS else None
         # n-gram keeps vLLM's default match window, as `specops recommend` deploys it: γ is how many
         # tokens follow a match, not the match length (tying them made acceptance depend on γ).
-        spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None)
+        spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None,
+                                            synthetic_acceptance_rates=config.synthetic_rates())
         spec.serve.port = port or free_port()
         return spec
 
