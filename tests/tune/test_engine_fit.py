@@ -29,10 +29,12 @@ from specops.tune.types import EngineConfig
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-# Leave-one-config-out bound on |predicted − measured| / measured tokens/s. Measured on the 2-core box
-# (issue 29): see the numbers below.
-# The bound leaves margin for a shared, noisy machine (tok/s is ±20% between runs there, cpu-engine.md);
-# a model with a wrong structure (e.g. no per-sequence cost) misses by far more than this.
+# Leave-one-config-out bound on |predicted − measured| / measured tokens/s. PROVISIONAL: set before a
+# measurement on this grid could run (the shared box's engine lock stayed busy); the full tune run in
+# docs/tune.md measured 7.9% median / 20% worst with whole configurations left out. The bound leaves
+# margin for a shared, noisy machine (tok/s is ±20% between runs there, cpu-engine.md) and for single
+# runs per point; a model with a wrong structure (e.g. no per-sequence cost) misses by far more.
+# Tighten it to the measured numbers plus margin once the test has run (it prints them).
 LOO_MEDIAN_BOUND_PCT = 25.0
 LOO_MAX_BOUND_PCT = 60.0
 
