@@ -50,6 +50,8 @@ class LaunchConfig(Strict):
     prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest match.")
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP: 1 or the target's TP.")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: inherit).")
+    synthetic_acceptance_rates: list[float] | None = Field(
+        None, description="rejection_sample_method synthetic at these per-position rates (tune only; lossy).")
     kv_cache_dtype: str = Field("auto", description="--kv-cache-dtype, e.g. auto, fp8, turboquant_k8v4.")
     tensor_parallel_size: int = Field(1, ge=1, description="--tensor-parallel-size.")
     max_model_len: int | None = Field(None, ge=16, description="--max-model-len.")
@@ -132,6 +134,9 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
             raise CapabilityError(f"speculative_config kv_cache_dtype does not exist in vLLM {vs} (from 0.26.0)",
                                   "remove draft_kv_cache_dtype or use vLLM >= 0.26.0")
         sc["kv_cache_dtype"] = cfg.draft_kv_cache_dtype
+    if cfg.synthetic_acceptance_rates is not None:  # `specops tune`: acceptance fixed by construction
+        field("rejection_sample_method", "synthetic")
+        sc["synthetic_acceptance_rates"] = list(cfg.synthetic_acceptance_rates)
     if cfg.num_speculative_tokens_per_batch_size:
         validate_schedule(cfg.num_speculative_tokens_per_batch_size, cfg.num_speculative_tokens)
         field("num_speculative_tokens_per_batch_size",

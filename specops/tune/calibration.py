@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specops.errors import InputError, NotFoundError
 from specops.settings import specops_home
-from specops.tune.fit import cumulative, find_acceptance, fit_acceptance, fit_coefficients, predict
+from specops.tune.fit import cumulative, find_acceptance, fit_model, predict
 from specops.tune.types import Calibration, EngineConfig, PointResult, PredictedPoint
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -37,10 +37,11 @@ def check_name(name: str) -> str:
 
 
 def fit_calibration(points: list[PointResult], *, name: str, hardware: str, model: str, engine_version: str,
-                    workload: str, run_id: str | None = None) -> Calibration:
+                    workload: str, run_id: str | None = None, cost_fit_note: str | None = None) -> Calibration:
+    """Fit acceptance and step cost (:func:`specops.tune.fit.fit_model`); the method used is the
+    calibration's ``cost_fit`` (``cost_fit_note`` says why, e.g. why synthetic runs were not possible)."""
     ok = [r for r in points if r.status == "ok" and r.sample is not None]
-    acceptance = fit_acceptance(ok)
-    coef = fit_coefficients(ok, acceptance)
+    coef, acceptance, how = fit_model(ok)
     errors = []
     for r in ok:
         try:
@@ -52,7 +53,8 @@ def fit_calibration(points: list[PointResult], *, name: str, hardware: str, mode
         name=check_name(name), created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         hardware=hardware, model=model, engine_version=engine_version, workload=workload, run_id=run_id,
         coefficients=coef, acceptance=acceptance, samples=len(ok), points=list(points),
-        fit_residual_median=statistics.median(errors) if errors else None)
+        fit_residual_median=statistics.median(errors) if errors else None, cost_fit=how,
+        cost_fit_note=cost_fit_note)
 
 
 def _open(registry=None):
@@ -149,7 +151,7 @@ class FittedModel:
     def __init__(self, cal: Calibration) -> None:
         self.cal = cal
         self.label = f"calibration {cal.ref} ({cal.samples} points)"
-        ok = [r.point.config for r in cal.points if r.status == "ok"]
+        ok = [r.point.config for r in cal.points if r.status == "ok" and r.point.config.synthetic_rate is None]
         self._drafts: dict[str, str | None] = {}
         self._gammas: dict[str, list[int]] = {}
         for c in ok:

@@ -16,6 +16,13 @@ relative error (rows weighted by 1/observed), coefficients constrained ≥ 0 by 
 the most negative, refit). numpy's ``lstsq`` when available, else the normal equations in pure
 Python (both small: ≤ 3 + 2 per method unknowns). scipy is not needed.
 
+**Synthetic cost runs.** Where vLLM's synthetic rejection sampler runs (:mod:`specops.tune.synthetic`),
+tune measures each method × γ again with acceptance fixed by construction (α per position, see
+:meth:`EngineConfig.synthetic_rates`). Then the step cost is fitted from the baseline and those runs only
+(:func:`fit_model`, ``cost_fit="synthetic"``) and the acceptance from the standard runs only: how good the
+drafter happens to be on a run can no longer leak into the cost coefficients. Without synthetic runs both
+come from the standard runs (``cost_fit="joint"``).
+
 **Tokens/s** of a finite closed-loop run is ``u_b · b · 1000 / TPOT`` where ``u_b`` (prefill,
 ramp-up and tail of the run) is the median measured ratio at concurrency b.
 """
@@ -27,6 +34,7 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
+from specops.speculation import PROMPT_METHODS
 from specops.tune.types import (
     Acceptance,
     Coefficients,
@@ -35,9 +43,6 @@ from specops.tune.types import (
     PredictedPoint,
     Sample,
 )
-
-PROMPT_METHODS = ("ngram", "suffix")
-
 
 # --- per-sample derived quantities -------------------------------------------------------------------
 
@@ -78,7 +83,8 @@ def fit_acceptance(points: list[PointResult]) -> list[Acceptance]:
     """Per-position acceptance per drafter, pooled over every measured point of that drafter."""
     acc: dict[tuple, dict] = {}
     for r in points:
-        if r.status != "ok" or r.sample is None or r.point.config.method == "none":
+        if r.status != "ok" or r.sample is None or r.point.config.method == "none" or \
+                r.point.config.synthetic_rate is not None:  # synthetic runs measure the coin, not the drafter
             continue
         s = r.sample
         a = acc.setdefault(drafter_key(r.point.config), {"acc": defaultdict(float), "drafts": defaultdict(float),
@@ -219,6 +225,24 @@ def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | N
     return coef
 
 
+def cost_points(points: list[PointResult]) -> tuple[list[PointResult], str]:
+    """The points the step cost is fitted from, and how: ``synthetic`` (baseline + synthetic runs) when
+    any synthetic run was measured, else ``joint`` (every measured point)."""
+    ok = [r for r in points if r.status == "ok" and r.sample is not None]
+    synthetic = [r for r in ok if r.point.config.synthetic_rate is not None]
+    if synthetic:
+        return [r for r in ok if r.point.config.method == "none"] + synthetic, "synthetic"
+    return ok, "joint"
+
+
+def fit_model(points: list[PointResult]) -> tuple[Coefficients, list[Acceptance], str]:
+    """(coefficients, acceptance, cost_fit) from measured points: acceptance from the standard runs'
+    counters, the step cost from :func:`cost_points`."""
+    acceptance = fit_acceptance(points)
+    cost, how = cost_points(points)
+    return fit_coefficients(cost, acceptance), acceptance, how
+
+
 # --- prediction ------------------------------------------------------------------------------------------
 
 def utilization_at(coef: Coefficients, b: int) -> float:
@@ -236,6 +260,10 @@ def predict(coef: Coefficients, acceptance: list[Acceptance], config: EngineConf
     b, m, g = concurrency, config.method, config.gamma
     if m == "none" or g == 0:
         tau, f = 1.0, 0.0
+    elif config.synthetic_rate is not None:  # acceptance set by construction; draft fraction as measured
+        acc = find_acceptance(acceptance, config)
+        f = acc.draft_fraction if acc else 1.0
+        tau = 1.0 + f * sum(config.synthetic_rates() or [])
     else:
         acc = find_acceptance(acceptance, config)
         if acc is None:
