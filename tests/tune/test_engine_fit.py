@@ -27,7 +27,7 @@ from specops.tune.report import leave_one_config_out
 from specops.tune.synthetic import installed_support
 from specops.tune.types import EngineConfig
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
 # Leave-one-config-out bound on |predicted − measured| / measured tokens/s. Measured once on the shared
 # 2-core box (2026-12-01, another agent's engine running at the same time): median 13.9%, worst 61.9%
