@@ -27,7 +27,7 @@ from specops.tune.plan import GridOptions, config_order, plan_grid
 from specops.tune.report import build_report
 from specops.tune.runner import Deployer, Measurer, Progress, RunOutcome, run_grid
 from specops.tune.store import PointStore, new_run_id
-from specops.tune.types import Calibration, TuneReport
+from specops.tune.types import TuneCalibration, TuneReport
 
 
 class TuneOptions(Strict):
@@ -79,7 +79,7 @@ class TuneOptions(Strict):
 class TuneResult:
     run_id: str
     outcome: RunOutcome
-    calibration: Calibration | None  # as stored (``.ref`` is NAME@REVISION)
+    calibration: TuneCalibration | None  # as stored (``.ref`` is NAME@REVISION)
     report: TuneReport | None
     options: TuneOptions | None = None  # what the run measured (the stored options on --resume)
 
@@ -298,7 +298,7 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
     return TuneResult(store.run_id, outcome, cal, report, opts)
 
 
-def recommend_picks(cal: Calibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,
+def recommend_picks(cal: TuneCalibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,
                     context_len: int = 64,
                     gpu: str = "cpu", task: str = "code") -> tuple[list[dict], list[str]]:
     """What ``specops recommend --calibration REF`` picks at each concurrency (as the HTML report and

@@ -36,8 +36,8 @@ from collections import defaultdict
 from specops.errors import InputError
 from specops.speculation import PROMPT_METHODS
 from specops.tune.types import (
-    Acceptance,
     Coefficients,
+    DrafterAcceptance,
     EngineConfig,
     PointResult,
     PredictedPoint,
@@ -79,7 +79,7 @@ def drafter_key(config: EngineConfig) -> tuple[str, str | None]:
     return config.method, config.draft
 
 
-def fit_acceptance(points: list[PointResult]) -> list[Acceptance]:
+def fit_acceptance(points: list[PointResult]) -> list[DrafterAcceptance]:
     """Per-position acceptance per drafter, pooled over every measured point of that drafter."""
     acc: dict[tuple, dict] = {}
     for r in points:
@@ -107,11 +107,11 @@ def fit_acceptance(points: list[PointResult]) -> list[Acceptance]:
         if not per_pos:
             continue
         frac = min(1.0, a["all_drafts"] / a["steps"]) if a["steps"] > 0 else 1.0
-        out.append(Acceptance(method=method, draft=draft, per_position=per_pos, drafts=drafts, draft_fraction=frac))
+        out.append(DrafterAcceptance(method=method, draft=draft, per_position=per_pos, drafts=drafts, draft_fraction=frac))
     return out
 
 
-def cumulative(acc: Acceptance, gamma: int) -> list[float]:
+def cumulative(acc: DrafterAcceptance, gamma: int) -> list[float]:
     """P(first k drafts accepted), k = 1..γ; beyond measured positions the last conditional rate continues."""
     rates = list(acc.per_position[:gamma])
     pp = acc.per_position
@@ -123,7 +123,7 @@ def cumulative(acc: Acceptance, gamma: int) -> list[float]:
     return rates
 
 
-def find_acceptance(acceptance: list[Acceptance], config: EngineConfig) -> Acceptance | None:
+def find_acceptance(acceptance: list[DrafterAcceptance], config: EngineConfig) -> DrafterAcceptance | None:
     exact = [a for a in acceptance if a.method == config.method and a.draft == config.draft]
     same = [a for a in acceptance if a.method == config.method]
     return (exact or same or [None])[0]
@@ -198,7 +198,7 @@ def nonnegative_lstsq(rows: list[list[float]], ys: list[float]) -> list[float]:
         active.pop(worst)
 
 
-def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | None = None) -> Coefficients:
+def fit_coefficients(points: list[PointResult], acceptance: list[DrafterAcceptance] | None = None) -> Coefficients:
     ok = [r for r in points if r.status == "ok" and r.sample is not None]
     if not ok:
         raise InputError("no measured points to fit", "measure at least the baseline and one speculative configuration")
@@ -235,7 +235,7 @@ def cost_points(points: list[PointResult]) -> tuple[list[PointResult], str]:
     return ok, "joint"
 
 
-def fit_model(points: list[PointResult]) -> tuple[Coefficients, list[Acceptance], str]:
+def fit_model(points: list[PointResult]) -> tuple[Coefficients, list[DrafterAcceptance], str]:
     """(coefficients, acceptance, cost_fit) from measured points: acceptance from the standard runs'
     counters, the step cost from :func:`cost_points`."""
     acceptance = fit_acceptance(points)
@@ -255,7 +255,7 @@ def utilization_at(coef: Coefficients, b: int) -> float:
     return nearest[1]
 
 
-def predict(coef: Coefficients, acceptance: list[Acceptance], config: EngineConfig, concurrency: int) -> PredictedPoint:
+def predict(coef: Coefficients, acceptance: list[DrafterAcceptance], config: EngineConfig, concurrency: int) -> PredictedPoint:
     """The fitted model's TPOT and tokens/s for one configuration at one concurrency."""
     b, m, g = concurrency, config.method, config.gamma
     if m == "none" or g == 0:

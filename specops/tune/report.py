@@ -11,13 +11,13 @@ from collections import defaultdict
 from specops.errors import InputError
 from specops.tune.fit import fit_model, predict
 from specops.tune.types import (
-    Calibration,
     EngineConfig,
     Figure,
     HeldOut,
     Pick,
     PointResult,
     ReportRow,
+    TuneCalibration,
     TuneReport,
 )
 
@@ -97,7 +97,7 @@ def leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
     return out
 
 
-def build_report(cal: Calibration, candidates: list[EngineConfig], concurrency: list[int],
+def build_report(cal: TuneCalibration, candidates: list[EngineConfig], concurrency: list[int],
                  run_id: str, notes: list[str] | None = None) -> TuneReport:
     points = cal.points
     rows = []

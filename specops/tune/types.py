@@ -120,7 +120,7 @@ class Coefficients(_Strict):
                                           "(prefill, ramp-up and tail of a finite run).")
 
 
-class Acceptance(_Strict):
+class DrafterAcceptance(_Strict):
     """Per-position acceptance of one drafter on this workload, from the engine's counters."""
 
     method: str
@@ -131,7 +131,7 @@ class Acceptance(_Strict):
                                   "(n-gram finds no match on some steps).")
 
 
-class Calibration(_Strict):
+class TuneCalibration(_Strict):
     """A named, fitted performance model and the data behind it."""
 
     @property
@@ -147,7 +147,7 @@ class Calibration(_Strict):
     workload: str
     run_id: str | None = None
     coefficients: Coefficients
-    acceptance: list[Acceptance]
+    acceptance: list[DrafterAcceptance]
     samples: int = Field(description="Measured points the fit rests on.")
     points: list[PointResult] = Field(default_factory=list, description="The data behind the fit.")
     fit_residual_median: float | None = Field(None, description="Median |pred−meas|/meas of tokens/s on the fit set.")
