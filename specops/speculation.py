@@ -91,6 +91,14 @@ WEIGHTLESS_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values()
 """Speculation without draft weights of its own (prompt lookup, the target's MTP layers)."""
 
 
+DRAFT_CONFIG_TYPES: dict[str, str] = {"eagle3": "eagle3", "peagle": "eagle3", "dflash": "dflash", "dspark": "dspark",
+                                      "medusa": "medusa", "mlp_speculator": "mlp_speculator"}
+"""Words in a draft's config (``speculators_model_type``, proposal types, architecture, model_type) →
+the method vLLM serves it with, tried in this order (substring match: dflash2 is dflash; P-EAGLE's
+``peagle`` is eagle3 with parallel drafting). vLLM reads types eagle3, peagle, dflash, dflash2, dspark
+(reference, speculators)."""
+
+
 def canonical(name: str) -> str:
     """vLLM's name for a method spelling (lower-cased, aliases resolved); unknown names pass through."""
     m = str(name).strip().lower()
