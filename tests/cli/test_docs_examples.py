@@ -68,9 +68,9 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     # performance-model.md
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
         (0, r"eagle3", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 128  # none: range reaches "
-    "0.49x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 128 --allow-uncertain":
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256  # none: range reaches "
+    "0.81x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
