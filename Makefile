@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-kube test-long test-fast check-markers bench lint clean
+.PHONY: venv demo test test-kube test-long test-fast test-shuffled check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -40,6 +40,12 @@ test-long: venv
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver"
+
+# The fast selection in a random order (SEED=random picks one; the run prints it; rerun a failure with
+# `make test-shuffled SEED=<that seed>`): every test must pass whatever ran before it.
+SEED ?= random
+test-shuffled: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver" --shuffle=$(SEED)
 
 check-markers: venv
 	bash scripts/check_markers.sh
