@@ -49,6 +49,7 @@ WHEN_KEYS: dict[str, tuple[str, ...] | None] = {
     "kv_connector": ("none", "any"),
     "vocab": ("match", "mismatch"),  # draft vs target vocabulary
     "schedule": ("on", "off"),       # a per-batch γ schedule
+    "draft_kv_dtype": ("inherit", "auto", "other"),  # speculative_config.kv_cache_dtype (unset: inherit)
 }
 """What a bug row's ``when`` may test, and the values each key takes (None: checked against the method
 table or the kv_dtype rows). A fact the caller does not know leaves the row "may apply"."""

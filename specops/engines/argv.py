@@ -64,6 +64,8 @@ class LaunchConfig(Strict):
     enforce_eager: bool = Field(False, description="--enforce-eager (skip graph capture/compile).")
     disable_log_stats: bool = Field(False, description="--disable-log-stats (no metrics: avoid).")
     extra_args: list[str] = Field(default_factory=list, description="Appended verbatim.")
+    architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
+        None, description="The target's architecture, for the known-bug rows (None: unknown, rows may apply).")
 
     def vllm_method(self) -> str:
         return canonical(self.method)
@@ -241,8 +243,12 @@ Entrypoint = Literal["console", "module"]
 
 
 def render_args(cfg: LaunchConfig, table: CapabilityTable | None = None) -> list[str]:
-    """Flags only (no program, no model), validated against the capability table."""
-    return _flags(cfg, table or default_table())
+    """Flags only (no program, no model), validated against the capability table, with the known-bug
+    rows applied (specops.engines.bugs): a refused combination raises, mitigations are added."""
+    from specops.engines.bugs import known_bugs
+
+    table = table or default_table()
+    return _flags(known_bugs(cfg, table).cfg, table)
 
 
 def render_argv(cfg: LaunchConfig, entrypoint: Entrypoint = "console", python: str = "python",

