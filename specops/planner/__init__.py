@@ -9,22 +9,12 @@ the shipped playbooks (catalogs, published priors, decision tree) and the vLLM e
 
 from __future__ import annotations
 
-_EXPORTS = {
-    "Catalogs": "catalog", "load_catalogs": "catalog", "EAGER_PROFILE": "perfmodel", "VLLM_PROFILE": "perfmodel",
-    "EngineProfile": "perfmodel", "AcceptancePrior": "priors", "Priors": "priors", "calibrate": "priors",
-    "default_priors": "priors", "load_published": "priors", "recommend": "recommend", "slug": "render",
-    "to_deployment": "render", "MeasuredAcceptance": "types", "Plan": "types", "RecommendRequest": "types",
-}
-"""Loaded on first use (PEP 562): importing one submodule (specops.planner.types) does not load the planner."""
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"specops.planner.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'specops.planner' has no attribute {name!r}")
-
+from specops.planner.catalog import Catalogs, load_catalogs
+from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE, EngineProfile
+from specops.planner.priors import AcceptancePrior, Priors, calibrate, default_priors, load_published
+from specops.planner.recommend import recommend
+from specops.planner.render import slug, to_deployment
+from specops.planner.types import MeasuredAcceptance, Plan, RecommendRequest
 
 __all__ = [
     "AcceptancePrior", "Catalogs", "EAGER_PROFILE", "EngineProfile", "MeasuredAcceptance", "Plan", "Priors",
