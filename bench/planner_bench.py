@@ -109,7 +109,7 @@ def main() -> None:
     warm = []
     for batch in (1, 16, 64):
         t0 = time.perf_counter()
-        recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", batch_size=batch))
+        recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", batch_size=batch))
         warm.append(time.perf_counter() - t0)
     print("\n== one `recommend` call, in-process ==")
     print(f"first call (loads playbooks, calibrates): {cold:.3f} s; warm calls (batch 1/16/64): "

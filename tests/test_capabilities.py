@@ -48,7 +48,7 @@ def test_a_refuse_row_on_method_and_kv_becomes_a_planner_guard(tmp_path):
 
     t = _table(tmp_path, {"kind": "bug", "name": "test: ngram with fp8 KV wrong (vllm#2)", "effect": "refuse",
                           "when": "method=ngram; kv_dtype=fp8*"})
-    plan = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", vllm_version="0.31.0", method="ngram"),
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", vllm_version="0.31.0", method="ngram"),
                      capabilities=t)
     step = next(s for s in plan.decision_path if s.rule == "vllm_version")
     assert "ngram+fp8* avoided (known bug vllm#2 in 0.31.0)" in step.outcome

@@ -1,7 +1,7 @@
 """The planner: decision tree + performance model behind `specops recommend`.
 
     from specops.planner import RecommendRequest, recommend
-    plan = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100"))
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100"))
 
 Inputs are explicit: ``recommend(request, catalogs=..., priors=..., calibration=...)``; defaults are
 the shipped playbooks (catalogs, published priors, decision tree) and the vLLM engine profile.

@@ -51,6 +51,14 @@ class DraftRef(_Strict):
     source: str = Field("", description="Where the draft is published.")
 
 
+class QuantizedCheckpoint(_Strict):
+    """A published pre-quantized checkpoint of a catalog model (what --quantization awq/gptq/int8/nvfp4 launches)."""
+
+    id: str = Field(description="Hub id of the quantized checkpoint.")
+    quantization: Literal["awq", "gptq", "int8", "nvfp4"] = Field(description="Its weight quantization.")
+    source: str = Field(description="Where it is published.")
+
+
 class ModelSpec(_Strict):
     """Architecture facts of a target (or draft) model."""
 
@@ -76,6 +84,10 @@ class ModelSpec(_Strict):
     mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
     drafts: list[DraftRef] = Field(default_factory=list, description="Public drafts for this target.")
     quantization: str | None = Field(None, description="Quantization the weights are served with.")
+    base_id: str | None = Field(None, description="Hub id of the base (pre-trained) checkpoint of this "
+                                "instruct model: same architecture, its own names, none of the instruct drafts' heads.")
+    base_names: list[str] = Field(default_factory=list, description="Short names of the base checkpoint.")
+    checkpoints: list[QuantizedCheckpoint] = Field(default_factory=list, description="Published quantized checkpoints.")
     source: str = Field("", description="Where the facts come from.")
 
     @property

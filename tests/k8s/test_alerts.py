@@ -26,7 +26,7 @@ CASES = {"ngram": dict(method="ngram"), "suffix": dict(method="suffix"),
 
 
 def _plan(**kw):
-    return recommend_plan(RecommendRequest(model="llama-3.1-8b", gpu="H100", **kw))
+    return recommend_plan(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", **kw))
 
 
 def _rules(spec) -> dict:

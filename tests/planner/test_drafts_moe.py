@@ -57,7 +57,7 @@ def draft_cost_matches_published() -> list[str]:
     bad = [f"{r.target}: predicted c {predict_draft_cost(r):.3f}, published {r.cost_ratio}"
            for r in load_draft_costs() if abs(math.log(predict_draft_cost(r) / r.cost_ratio)) > 0.25]
     cat = load_catalogs()
-    s = Setup(cat.model("llama-3.1-8b"), cat.gpu("H100"), 1, VLLM_PROFILE)
+    s = Setup(cat.model("llama-3.1-8b-instruct"), cat.gpu("H100"), 1, VLLM_PROFILE)
     shallow, deep = generic_model("d", 1.0), generic_model("d", 1.0).model_copy(update={"layers": 32})
     cost = [draft_ms(s, DraftSpec("draft_model", "d", 1.0, model=m), gamma=3, batch=1, kv_len=1024, kv_dtype="auto")
             for m in (shallow, deep)]
@@ -87,7 +87,7 @@ def experts_touched_grows_and_saturates() -> list[str]:
         bad.append(f"one token touches {seq[0]}")
     if any(b <= a for a, b in zip(seq[:-2], seq[1:-1], strict=True)) or seq[-1] > m.experts + 1e-9:
         bad.append(f"sequence {seq}")
-    if experts_touched(cat.model("llama-3.1-8b"), 4) != 0:
+    if experts_touched(cat.model("llama-3.1-8b-instruct"), 4) != 0:
         bad.append("dense model touches experts")
     return bad
 
@@ -214,7 +214,7 @@ def test_decision_path_names_moe():
 
 
 def test_dense_decision_path_says_nothing_of_moe():
-    plan = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100"))
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100"))
     assert "MoE" not in next(s for s in plan.decision_path if s.rule == "model_size").outcome
 
 
