@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-kube test-fast check-markers bench lint clean
+.PHONY: venv demo test test-kube test-actions test-fast check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -32,8 +32,13 @@ test-kube: venv
 	bash scripts/kube.sh build
 	SPECOPS_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q -m kube_apiserver tests/k8s
 
+# Every monitor action, `specops restart` and heal's hand-over/rollback on one real CPU engine (eight
+# engine starts in sequence, ≈ 10 min on 2 cores). Kept out of `make test` (45-minute budget); CI runs it.
+test-actions: venv
+	$(BIN)/python -m pytest -q -m actions tests/engines/test_actions_engine.py
+
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver"
+	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver and not actions"
 
 check-markers: venv
 	bash scripts/check_markers.sh
