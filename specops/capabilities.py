@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
-from specops.errors import CapabilityError, InputError
+from pydantic import ConfigDict, Field, model_validator
+
+from specops.errors import CapabilityError, ConfigFileError, InputError
+from specops.models import Strict
 from specops.playbooks import playbook_path
 
 DEFAULT_VLLM_VERSION = "0.33.0"
@@ -32,15 +35,57 @@ def format_version(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
 
-@dataclass(frozen=True)
-class Capability:
-    kind: str
-    name: str
+Kind = Literal["method", "flag", "field", "kv_dtype", "metric", "bug"]
+Effect = Literal["refuse", "mitigate", "warn"]
+
+WHEN_KEYS: dict[str, tuple[str, ...] | None] = {
+    "method": None,            # vLLM method names (the method table)
+    "kv_dtype": None,          # --kv-cache-dtype values; a trailing * matches a prefix (fp8*, turboquant*)
+    "architecture": ("dense", "moe", "hybrid", "sliding_window"),  # hybrid = Mamba/GDN layers
+    "prefix_caching": ("on", "off"),
+    "cuda_graphs": ("full", "piecewise", "none"),  # none = --enforce-eager
+    "data_parallel": ("1", ">1"),
+    "model_runner": ("v1", "v2"),
+    "kv_connector": ("none", "any"),
+    "vocab": ("match", "mismatch"),  # draft vs target vocabulary
+    "schedule": ("on", "off"),       # a per-batch γ schedule
+}
+"""What a bug row's ``when`` may test, and the values each key takes (None: checked against the method
+table or the kv_dtype rows). A fact the caller does not know leaves the row "may apply"."""
+
+
+class Capability(Strict):
+    """One typed row of playbooks/vllm/capabilities.csv. A ``bug`` row carries its effect: ``refuse``
+    (the combination is never launched), ``mitigate`` (launched only with ``mitigation``, always with a
+    warning naming the issue) or ``warn``; ``when`` says which plans it hits."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    name: str = Field(min_length=1)
     first: Version | None
     last: Version | None
     evidence: str
-    confidence: str
-    notes: str
+    confidence: Literal["high", "medium", "low", ""]
+    notes: str = ""
+    effect: Effect | None = None
+    when: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    mitigation: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _bug_rows(self) -> Capability:
+        if self.kind == "bug" and self.effect is None:
+            raise ValueError(f'bug row "{self.name[:60]}" has no effect (refuse, mitigate or warn)')
+        if self.kind != "bug" and (self.effect or self.when or self.mitigation):
+            raise ValueError(f'{self.kind} row "{self.name[:60]}": effect/when/mitigation belong to bug rows')
+        if self.effect == "mitigate" and not self.mitigation:
+            raise ValueError(f'bug row "{self.name[:60]}" mitigates with nothing: fill its mitigation')
+        if self.kind == "method":
+            from specops.speculation import METHODS
+
+            if self.name not in METHODS:
+                raise ValueError(f'method row "{self.name}" is not in the method table (specops/speculation.py)')
+        return self
 
     def present_in(self, v: Version) -> bool:
         if self.first is None:
@@ -51,29 +96,94 @@ class Capability:
         first = format_version(self.first) if self.first else "?"
         return f"{first}–{format_version(self.last)}" if self.last else f"{first} and later"
 
+    def condition(self, key: str) -> tuple[str, ...] | None:
+        return dict(self.when).get(key)
+
+    def applies(self, facts: dict[str, str | None]) -> bool | None:
+        """True when every ``when`` key matches ``facts``; False when one does not; None when a key it
+        tests is not among the facts (the row may apply: the caller says so, never assumes not)."""
+        unknown = False
+        for key, values in self.when:
+            fact = facts.get(key)
+            if fact is None:
+                unknown = True
+                continue
+            fact = str(fact).lower()
+            if not any(fact.startswith(v[:-1]) if v.endswith("*") else fact == v for v in values):
+                return False
+        return None if unknown else True
+
+    def issue(self) -> str:
+        """The row's first issue reference (vllm#NNNN), for warnings."""
+        m = re.search(r"#\d+", self.name)
+        return f"vllm{m.group(0)}" if m else self.name[:60]
+
 
 def _opt_version(text: str) -> Version | None:
     text = (text or "").strip()
     if not text:
         return None
-    try:
-        return parse_version(text)
-    except InputError:
-        return None
+    return parse_version(text)
+
+
+def _parse_when(text: str, line: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out = []
+    for part in [p.strip() for p in (text or "").split(";") if p.strip()]:
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        values = tuple(v.strip().lower() for v in value.split("|") if v.strip())
+        if not eq or key not in WHEN_KEYS or not values:
+            raise ConfigFileError(f'capabilities.csv line {line}: "{part}" is not a condition',
+                                  f"write key=value[|value] with key one of {', '.join(WHEN_KEYS)}")
+        allowed = WHEN_KEYS[key]
+        if allowed is not None and any(v not in allowed for v in values):
+            raise ConfigFileError(f'capabilities.csv line {line}: {key} takes {", ".join(allowed)}, not "{value}"',
+                                  "fix the row")
+        out.append((key, values))
+    return tuple(out)
 
 
 @lru_cache(maxsize=4)
 def _load(path_str: str) -> tuple[Capability, ...]:
+    from pydantic import ValidationError
+
     rows = []
     with open(path_str, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            rows.append(Capability(
-                kind=row["kind"].strip(), name=row["name"].strip(),
-                first=_opt_version(row["first_version"]), last=_opt_version(row["last_version"]),
-                evidence=row.get("evidence", ""), confidence=row.get("confidence", ""),
-                notes=row.get("notes", ""),
-            ))
-    return tuple(rows)
+        reader = csv.DictReader(f)
+        missing = {"kind", "name", "first_version", "last_version", "evidence", "confidence", "notes", "effect",
+                   "when", "mitigation"} - set(reader.fieldnames or ())
+        if missing:
+            raise ConfigFileError(f"{path_str}: columns {sorted(missing)} are missing", "restore the header")
+        for line, row in enumerate(reader, start=2):
+            try:
+                rows.append(Capability(
+                    kind=row["kind"].strip(), name=row["name"].strip(),
+                    first=_opt_version(row["first_version"]), last=_opt_version(row["last_version"]),
+                    evidence=row["evidence"] or "", confidence=(row["confidence"] or "").strip(),
+                    notes=row["notes"] or "", effect=(row["effect"] or "").strip() or None,
+                    when=_parse_when(row["when"], line),
+                    mitigation=tuple(m.strip() for m in (row["mitigation"] or "").split(";") if m.strip()),
+                ))
+            except (ValidationError, InputError) as exc:
+                if isinstance(exc, ConfigFileError):
+                    raise
+                first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                raise ConfigFileError(f"{path_str} line {line}: {first}", "fix the row") from None
+    table = tuple(rows)
+    from specops.speculation import METHODS
+
+    for r in table:
+        for key, values in r.when:
+            if key == "method" and any(v not in METHODS for v in values):
+                raise ConfigFileError(f'capabilities.csv bug row "{r.name[:60]}": method {values} not in the '
+                                      "method table", "use vLLM method names")
+            if key == "kv_dtype":
+                known = [k.name for k in table if k.kind == "kv_dtype"] + ["auto"]
+                for v in values:
+                    if not any(k.startswith(v[:-1]) if v.endswith("*") else k == v for k in known):
+                        raise ConfigFileError(f'capabilities.csv bug row "{r.name[:60]}": kv_dtype "{v}" matches '
+                                              "no kv_dtype row", "use a kv_dtype the table lists")
+    return table
 
 
 class CapabilityTable:
@@ -116,19 +226,23 @@ class CapabilityTable:
         return row
 
     def runnable_method(self, method: str, version: str | Version) -> tuple[bool, str]:
-        """A method can be in the config yet refused by the engine (known 'bug' rows say so)."""
+        """A method can be in the config yet refused by the engine: a ``refuse`` bug row whose only
+        condition is the method says so."""
         v = parse_version(version) if isinstance(version, str) else version
         if v >= (0, 8, 2) and not self.has("method", method, v):
             return False, f"method {method} not in vLLM {format_version(v)}"
-        for bug in self.bugs(v):
-            text = bug.name.lower()
-            if f"method {method} " in text and ("refuses" in text or "no v1 proposer" in text):
+        for bug in self.bugs(v, effect="refuse"):
+            if [k for k, _ in bug.when] == ["method"] and method in (bug.condition("method") or ()):
                 return False, bug.name
         return True, ""
 
-    def bugs(self, version: str | Version) -> list[Capability]:
+    def bugs(self, version: str | Version, *, effect: str | None = None,
+             facts: dict[str, str | None] | None = None) -> list[Capability]:
+        """Bug rows present in ``version`` (of one effect); with ``facts``, those that apply or may apply
+        (:meth:`Capability.applies` is not False)."""
         v = parse_version(version) if isinstance(version, str) else version
-        return [r for r in self.rows if r.kind == "bug" and r.present_in(v)]
+        return [r for r in self.rows if r.kind == "bug" and r.present_in(v) and (effect is None or r.effect == effect)
+                and (facts is None or r.applies(facts) is not False)]
 
 
 @lru_cache(maxsize=1)

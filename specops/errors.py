@@ -109,12 +109,6 @@ class CouldNotEvaluate(SpecopsError):
     """A check, a runbook step or a detector could not look at what it judges. Exit 2; never a pass."""
 
 
-class CheckFailed(SpecopsError):
-    """Checks ran and at least one failed. Exit 1."""
-
-    exit_code = 1
-
-
 class MissingDependency(SpecopsError):
     """An optional package (an extra, a database driver, the engine) is not installed. Exit 2."""
 

@@ -24,7 +24,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
-FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "__init__",
+FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "speculation",
+              "__init__",
               "__main__"}
 """Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading
 and the vLLM capability table (data, no vllm import)."""
@@ -36,8 +37,8 @@ ALLOWED: dict[str, set[str]] = {
     "k8s": {"engines", "registry"},
     "planner": {"engines"},
     "benchmark": {"engines", "metrics"},
-    "retrain": {"k8s", "registry"},
-    "checks": {"planner", "benchmark", "metrics", "registry"},
+    "retrain": {"k8s", "engines", "registry"},
+    "checks": {"planner", "benchmark", "engines", "metrics", "registry"},
     "tune": {"planner", "checks", "benchmark", "engines", "metrics", "registry"},
     # drift -> k8s: the monitor's fallback on a Kubernetes deployment re-renders the spec and server-side
     # applies it (specops.k8s.reapply); no cycle, since k8s sits below and retrain already builds on it.
@@ -251,9 +252,9 @@ def test_the_import_parser_sees_lazy_relative_and_from_package_imports(tmp_path)
     """What the checks above stand on: a forbidden import in any spelling is seen."""
     f = tmp_path / "probe.py"
     f.write_text("import os\n\ndef f():\n    from ..planner import perfmodel\n    from specops import heal\n"
-                 "    from . import fleet, nothing_here\n", encoding="utf-8")
+                 "    from . import measurements, nothing_here\n", encoding="utf-8")
     got = set(_imports(f, module="specops.registry.probe"))
-    assert got == {"os", "specops.planner.perfmodel", "specops.heal", "specops.registry", "specops.registry.fleet"}
+    assert got == {"os", "specops.planner.perfmodel", "specops.heal", "specops.registry", "specops.registry.measurements"}
     assert {_layer(n) for n in got} - {None} == {"planner", "heal", "registry"}
     assert _imports(f, top_level_only=True, module="specops.registry.probe") == ["os"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from specops.errors import InputError, MeasurementError
+from specops.errors import InputError
 from specops.metrics.scrape import base_url
 from specops.models import check_deployment_name
 
@@ -23,27 +23,13 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def probe(endpoint: str, api_key_env: str | None = None, timeout: float = 10.0) -> dict:
     """What the engine says about itself: served models (with max_model_len) and spec counters."""
-    import json
-
-    from specops.metrics.scrape import get_bounded, scrape
+    from specops.engines.client import VllmClient
+    from specops.metrics.scrape import scrape
 
     headers = {}
     if api_key_env and os.environ.get(api_key_env):
         headers["Authorization"] = f"Bearer {os.environ[api_key_env]}"
-    url = base_url(endpoint) + "/v1/models"
-    status, body = get_bounded(url, deadline_s=timeout, headers=headers)
-    if status != 200:
-        raise MeasurementError(f"{url} answered HTTP {status}",
-                               "pass --api-key-env VAR if the engine needs a key, or check the URL")
-    try:
-        data = json.loads(body)
-        models = [m["id"] for m in data["data"]]
-        if not all(isinstance(m, str) and m for m in models):
-            raise TypeError("ids are not names")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MeasurementError(f"{url} did not answer like an OpenAI-compatible server (a JSON object whose "
-                               f"data lists models with an id; {exc.__class__.__name__})",
-                               "point --endpoint at a vLLM server's base URL, or pass --no-check") from None
+    models = [m["id"] for m in VllmClient(endpoint, headers).models(deadline_s=timeout)]
     snap = scrape(endpoint, timeout=timeout)
     ks = {g: (max(v.accepted_per_pos) + 1 if v.accepted_per_pos else None) for g, v in snap.groups.items()}
     spec = {g: v.has_spec for g, v in snap.groups.items()}
@@ -97,13 +83,11 @@ def adopt(name: str, endpoint: str, *, served_name: str | None = None, target: s
 
 def _known_method(method: str) -> str:
     """``method`` as vLLM names it, or an InputError with did-you-mean (never free text in the registry)."""
-    from specops.engines.argv import METHOD_ALIASES
     from specops.errors import unknown
-    from specops.planner.types import METHODS
+    from specops.speculation import METHODS, canonical
 
-    m = method.strip().lower()
-    m = METHOD_ALIASES.get(m, m)
-    known = (*METHODS, "ngram_gpu")
+    m = canonical(method)
+    known = tuple(name for name, info in METHODS.items() if info.family != "tooling")
     if m not in known:
         raise unknown("method", method[:80], known, fix="use --method " + "|".join(known))
     return m

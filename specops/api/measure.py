@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specops.benchmark import bench
-from specops.benchmark.types import BenchOptions, BenchResult, Target
+from specops.benchmark.types import BenchOptions, BenchResult, BenchTarget
 from specops.errors import InputError
 from specops.metrics import measure_endpoint, measure_prometheus, parse_duration
 from specops.metrics.types import Measurement
@@ -106,11 +106,11 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
         api_key_env = api_key_env or row.api_key_env
     levels = parse_concurrency(concurrency)
     try:
-        spec = Target(role="spec", endpoint=base_url(endpoint), served_name=served_name, pid=engine_pid,
+        spec = BenchTarget(role="spec", endpoint=base_url(endpoint), served_name=served_name, pid=engine_pid,
                       api_key_env=api_key_env)
         base = None
         if baseline_endpoint:
-            base = Target(role="baseline", endpoint=base_url(baseline_endpoint),
+            base = BenchTarget(role="baseline", endpoint=base_url(baseline_endpoint),
                           served_name=baseline_served_name, pid=baseline_pid, api_key_env=api_key_env)
         opts = BenchOptions(deployment=deployment, spec=spec, baseline=base, workload=workload, concurrency=levels,
                             requests=requests, rate=rate, stress_factor=stress_factor, max_tokens=max_tokens,
@@ -138,7 +138,7 @@ def _with_redeployed_baseline(deployment: str | None, row, opts: BenchOptions, p
     from specops.benchmark.twin import baseline_twin
 
     with baseline_twin(deployment, row) as (url, pid):
-        base = Target(role="baseline", endpoint=url, served_name=opts.spec.served_name, pid=pid,
+        base = BenchTarget(role="baseline", endpoint=url, served_name=opts.spec.served_name, pid=pid,
                       api_key_env=opts.spec.api_key_env)
         return bench(opts.model_copy(update={"baseline": base}), progress)
 

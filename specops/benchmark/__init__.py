@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from specops.benchmark.types import BenchOptions, BenchResult, Target
+from specops.benchmark.types import BenchOptions, BenchResult, BenchTarget
 
-__all__ = ["BenchOptions", "BenchResult", "Target", "bench"]
+__all__ = ["BenchOptions", "BenchResult", "BenchTarget", "bench"]
 
 
 def bench(opts: BenchOptions, progress=None) -> BenchResult:

@@ -38,11 +38,14 @@ class RequestResult(BaseModel):
 
 
 def completion_body(model: str, prompt: str, max_tokens: int, stream: bool = True) -> dict:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-            "ignore_eos": True}  # vLLM extension: fixed output length, comparable A/B runs
+    """A benchmark request: greedy, ``ignore_eos`` (vLLM extension: fixed output length, comparable A/B
+    runs), streamed with usage (specops.engines.client.completion_body builds it)."""
+    from specops.engines.client import completion_body as body
+
     if stream:
-        body.update(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
-    return body
+        return body(model, prompt, max_tokens, stream=True, ignore_eos=True,
+                    stream_options={"include_usage": True, "continuous_usage_stats": True})
+    return body(model, prompt, max_tokens, ignore_eos=True)
 
 
 def _deadline(client) -> float | None:

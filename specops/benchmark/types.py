@@ -16,7 +16,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Target(_Strict):
+class BenchTarget(_Strict):
     """One engine to drive."""
 
     role: Literal["spec", "baseline"] = Field(description="spec: speculation on; baseline: off.")
@@ -30,8 +30,8 @@ class BenchOptions(_Strict):
     """Everything one benchmark needs; the CLI fills it from flags and the registry."""
 
     deployment: str | None = Field(None, description="Registry deployment measured (results are recorded).")
-    spec: Target = Field(description="The speculative engine.")
-    baseline: Target | None = Field(None, description="The engine without speculation, if any.")
+    spec: BenchTarget = Field(description="The speculative engine.")
+    baseline: BenchTarget | None = Field(None, description="The engine without speculation, if any.")
     workload: str = Field("code", description="Built-in set (code, prose, long-output) or JSONL path.")
     concurrency: list[int] = Field(default_factory=lambda: [1, 4], description="Concurrency levels.")
     requests: int = Field(16, ge=1, le=100_000, description="Requests per run.")
@@ -96,7 +96,7 @@ class RunResult(_Strict):
     request_results: list[RequestResult] = Field(default_factory=list, description="Per request.")
 
 
-class Comparison(_Strict):
+class ABComparison(_Strict):
     concurrency: int
     spec_tpot_p50_s: float | None
     baseline_tpot_p50_s: float | None
@@ -112,7 +112,7 @@ class BenchResult(_Strict):
     workload_notes: list[str] = Field(default_factory=list)
     options: BenchOptions
     runs: list[RunResult]
-    comparisons: list[Comparison] = Field(default_factory=list)
+    comparisons: list[ABComparison] = Field(default_factory=list)
     crosscheck_ok: bool = Field(description="Every run's counters agreed with the client.")
     recorded: bool = Field(False, description="Stored in the registry.")
     notes: list[str] = Field(default_factory=list)

@@ -179,7 +179,9 @@ def _benchmark(check: Check, profile: Profile, sources: Sources) -> Outcome:
 def _lineage(check: Check, profile: Profile, sources: Sources) -> Outcome:
     d = sources.deployment
     method = (d.get("method") or "none").lower()
-    if method in ("none", "ngram", "ngram_gpu", "suffix", "mtp"):
+    from specops.speculation import needs_draft
+
+    if not needs_draft(method):
         return Outcome(True, True, f"method {method} uses no separate draft weights: nothing to keep in sync",
                        {"method": method})
     if not d.get("target_ref") or not d.get("draft_ref"):
@@ -302,11 +304,12 @@ def plot_data(sources: Sources, profile: Profile) -> dict:
     data: dict = {"per_position": [], "over_time": [], "tpot_by_concurrency": []}
     ms = sources._cache.get(("windows", profile.window_s, profile.windows)) or []
     spec = [m for m in ms if m.speculation and (m.num_drafts or 0) > 0]
-    drafts = sum(m.num_drafts for m in spec)
     if spec and spec[-1].accepted_per_position:
-        k = max(len(m.accepted_per_position) for m in spec)
-        data["per_position"] = [sum((m.accepted_per_position[i] if i < len(m.accepted_per_position) else 0)
-                                    for m in spec) / drafts for i in range(k)]
+        from specops.speculation import Acceptance
+
+        pooled = Acceptance.pooled(Acceptance(m.num_drafts or 0, m.num_draft_tokens or 0, m.num_accepted_tokens or 0,
+                                              tuple(m.accepted_per_position)) for m in spec)
+        data["per_position"] = pooled.per_position or []
     data["over_time"] = [{"t": m.window_end.isoformat(), "alpha": m.per_token_alpha,
                           "rate": m.acceptance_rate} for m in spec]
     if sources.bench_events:

@@ -109,7 +109,7 @@ def report_from_registry(reg: Any, deployment: str) -> dict:
 
 
 def _alpha(m) -> float | None:
-    from specops.metrics import alpha_from_tau
+    from specops.speculation import alpha_from_tau
 
     k = len(m.per_position or []) or None
     if m.mean_acceptance_length is None or not k:

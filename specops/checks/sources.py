@@ -95,55 +95,23 @@ def http_complete(endpoint: str, model: str | None, prompts: list[str], max_toke
                   headers: dict, deadline_s: float = 600.0) -> list[dict]:
     """Greedy completions (temperature 0) with token ids where the server returns them; each
     request within ``deadline_s`` overall (specops.metrics.http.exchange), a miss is could-not-evaluate."""
-    from specops.metrics import base_url
+    from specops.engines.client import VllmClient, completion_body
 
-    url = base_url(endpoint)
+    client = VllmClient(endpoint, headers, deadline_s)
     out = []
     if model is None:
-        model = _only_model(url, headers)
+        model = client.only_model()
     for p in prompts:
-        body = {"model": model, "prompt": p, "max_tokens": max_tokens, "temperature": 0.0, "seed": 0,
-                "logprobs": 1, "return_tokens_as_token_ids": True}
-        resp = _post(url + "/v1/completions", body, headers, deadline_s)
+        body = completion_body(model, p, max_tokens, seed=0, logprobs=1, return_tokens_as_token_ids=True)
+        resp = client.post_completion(body)
         if resp.status == 400:  # an older server without token-id logprobs: compare text
             body = {k: v for k, v in body.items() if k not in ("logprobs", "return_tokens_as_token_ids")}
-            resp = _post(url + "/v1/completions", body, headers, deadline_s)
-        if resp.status != 200:
-            raise MeasurementError(f"{url}/v1/completions answered HTTP {resp.status}",
-                                   "check the endpoint, the served model name and the API key")
-        try:
-            choice = json.loads(resp.body)["choices"][0]
-            tokens = (choice.get("logprobs") or {}).get("tokens")
-            out.append({"text": str(choice.get("text", "")), "tokens": tokens})
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise MeasurementError(f"{url}/v1/completions did not answer like an OpenAI-compatible server "
-                                   "(a JSON object with choices[0].text)",
-                                   "point the deployment's endpoint at a vLLM server") from None
+            resp = client.post_completion(body)
+        choice = client.parse_completion(resp)["choices"][0]
+        logprobs = choice.get("logprobs")
+        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
+        out.append({"text": str(choice.get("text", "")), "tokens": tokens})
     return out
-
-
-def _post(url: str, body: dict, headers: dict, deadline_s: float):
-    from specops.metrics.http import exchange
-
-    return exchange("POST", url, json=body, headers=headers, deadline_s=deadline_s,
-                    fix="check that the engine is running and the URL is right",
-                    slow_fix="lower max_tokens or check the engine's load")
-
-
-def _only_model(url: str, headers: dict) -> str:
-    from specops.metrics.http import exchange
-
-    try:
-        resp = exchange("GET", url + "/v1/models", headers=headers, deadline_s=10.0)
-        models = [m["id"] for m in json.loads(resp.body)["data"]]
-        if not all(isinstance(m, str) for m in models):
-            raise TypeError("ids are not names")
-    except (MeasurementError, ValueError, KeyError, TypeError):
-        raise MeasurementError(f"cannot list models at {url}/v1/models",
-                               "check that the endpoint is an OpenAI-compatible vLLM server") from None
-    if len(models) != 1:
-        raise MeasurementError(f"{url} serves {len(models)} models", "register the deployment with --served-name")
-    return models[0]
 
 
 def deployment_facts(row: Any) -> dict:

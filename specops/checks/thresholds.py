@@ -15,15 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specops.checks.types import Profile
+from specops.speculation import SEPARATE_MODEL_METHODS, bisect, expected_tokens
 
 SpeedupModel = Callable[[float, int], float]
 OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
        "<=": lambda a, b: a <= b, "==": lambda a, b: a == b}
-
-
-def expected_tokens(alpha: float, gamma: int) -> float:
-    """E = 1 + α + ... + α^γ: tokens per target step, bonus token included."""
-    return sum(alpha ** i for i in range(gamma + 1))
 
 
 def leviathan_speedup(draft_cost_ratio: float) -> SpeedupModel:
@@ -65,7 +61,7 @@ def planner_model(profile: Profile, deployment: dict, registry=None) -> tuple[Sp
     except SpecopsError:
         return None
     method = deployment["method"]
-    if method in ("draft_model", "dflash"):
+    if method in SEPARATE_MODEL_METHODS:
         size = model.params_b / 16
         draft = DraftSpec(method, deployment.get("draft_ref"), size, model=generic_model("draft", size), typical=True)
     else:
@@ -82,21 +78,14 @@ def planner_model(profile: Profile, deployment: dict, registry=None) -> tuple[Sp
                      f"{profile.context_len}+{profile.output_len} tokens")
 
 
-def performance_floor(model: SpeedupModel, gamma: int, tol: float = 1e-6) -> float:
+def performance_floor(model: SpeedupModel, gamma: int) -> float:
     """The α at which predicted speedup crosses 1 (speedup grows with α). 0 if it never drops under 1,
     1 if it never reaches 1 (speculation cannot pay at this γ)."""
     if model(0.0, gamma) >= 1.0:
         return 0.0
     if model(1.0, gamma) < 1.0:
         return 1.0
-    lo, hi = 0.0, 1.0
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        if model(mid, gamma) < 1.0:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return bisect(lambda a: model(a, gamma), 1.0, 0.0, 1.0)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -19,6 +19,8 @@ def register(app: typer.Typer) -> None:
 def recommend_command(
     model: str = typer.Option(..., "--model", help="Catalog name, Hugging Face id, or local model folder."),
     params_b: float = typer.Option(None, "--params-b", help="Parameters in billions (needed for unknown hub ids)."),
+    active_params_b: float = typer.Option(None, "--active-params-b", help="Parameters active per token in "
+                                          "billions: makes an unknown model (with --params-b) a mixture of experts."),
     quantization: str = typer.Option(None, "--quantization", help="Weights: fp8, int8, awq, gptq or nvfp4."),
     gpu: str = typer.Option(None, "--gpu", help="GPU: H100, H100-PCIE, H200, B200, A100-40GB, A100-80GB, L40S, "
                             "L4, A10G, RTX4090, RTX3090, MI300X, T4, cpu. Default: SPECOPS_GPU / config.yaml."),
@@ -54,8 +56,8 @@ def recommend_command(
     from specops.cli.output import check_format, emit
 
     fmt = check_format(output, OUTPUTS)
-    request = build_request(model=model, params_b=params_b, quantization=quantization, gpu=gpu, gpus=gpus,
-                            tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
+    request = build_request(model=model, params_b=params_b, active_params_b=active_params_b, quantization=quantization,
+                            gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
                             temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                             objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
                             draft=draft, allow_uncertain=allow_uncertain or None, qps=qps, engine=engine)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from specops.metrics.derive import alpha_from_tau
+from specops.speculation import Acceptance
 
 ALL = ""  # the label of "all traffic of the deployment"
 
@@ -35,27 +35,28 @@ class LabelWindow:
             return len(self.accepted_per_pos)
         return max(1, round(self.draft_tokens / self.drafts)) if self.drafts > 0 else 1
 
+    @cached_property
+    def counts(self) -> Acceptance:
+        return Acceptance(self.drafts, self.draft_tokens, self.accepted, tuple(self.accepted_per_pos))
+
     @property
     def acceptance_rate(self) -> float | None:
-        return self.accepted / self.draft_tokens if self.draft_tokens > 0 else None
+        return self.counts.rate
 
     @property
     def tau(self) -> float | None:
         """Mean acceptance length τ = 1 + accepted / drafts (bonus token included)."""
-        return 1.0 + self.accepted / self.drafts if self.drafts > 0 else None
+        return self.counts.tau
 
     @cached_property
     def alpha(self) -> float | None:
         """Per-token α equivalent of τ at this window's K: comparable across γ changes."""
-        tau = self.tau
-        return None if tau is None else alpha_from_tau(tau, self.k)
+        return self.counts.alpha(self.k)
 
     @property
     def position_rates(self) -> tuple[float, ...]:
         """p_i = P(first i+1 drafts accepted)."""
-        if self.drafts <= 0:
-            return ()
-        return tuple(a / self.drafts for a in self.accepted_per_pos)
+        return tuple(self.counts.per_position or ())
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def _f(code: str, severity: str, message: str, fix: str | None = None, **evidenc
 
 
 def _needs_draft(method: str | None) -> bool:
-    from specops.registry.schema import WEIGHTLESS_METHODS
+    from specops.speculation import WEIGHTLESS_METHODS
 
     return bool(method) and method != "none" and method not in WEIGHTLESS_METHODS
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.drift.observe import ALL, LabelWindow, Observation, Unseen
+from specops.speculation import alpha_from_rate, rate_of_alpha
 
 DAY = 86400.0
 
@@ -73,20 +74,6 @@ class TraceConfig(BaseModel):
     change_drop_points: float = Field(0.3, ge=0, lt=1, description="Acceptance-rate points lost on swap.")
 
 
-def rate_of_alpha(alpha: float, k: int) -> float:
-    """accepted/drafted under i.i.d. α: (α + α² + … + α^K) / K."""
-    return sum(alpha ** i for i in range(1, k + 1)) / k
-
-
-def alpha_for_rate(rate: float, k: int) -> float:
-    """Inverse of ``rate_of_alpha`` (bisection; clamped to [0, 1])."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if rate_of_alpha(mid, k) < rate else (lo, mid)
-    return (lo + hi) / 2
-
-
 class SimDeployment:
     """One simulated engine: cumulative counters advancing tick by tick."""
 
@@ -100,8 +87,8 @@ class SimDeployment:
         self._counters = self._zero()
         self._gaps = self._draw_gaps()
         k, base = cfg.gamma, cfg.baseline_alpha
-        self._drop_alpha = base - alpha_for_rate(max(0.0, rate_of_alpha(base, k) - cfg.drop_points), k)
-        self._change_alpha = base - alpha_for_rate(max(0.0, rate_of_alpha(base, k) - cfg.change_drop_points), k)
+        self._drop_alpha = base - alpha_from_rate(max(0.0, rate_of_alpha(base, k) - cfg.drop_points), k)
+        self._change_alpha = base - alpha_from_rate(max(0.0, rate_of_alpha(base, k) - cfg.change_drop_points), k)
 
     def _zero(self) -> dict[str, list[float]]:
         # per label: [drafts, draft_tokens, accepted, pos0, pos1, ...]

@@ -25,12 +25,10 @@ from specops.capabilities import (
     parse_version,
 )
 from specops.errors import CapabilityError, InputError
+from specops.speculation import PROMPT_METHODS, canonical, method_info, needs_draft
 
 V1_SPEC_CONFIG = (0, 8, 2)
 
-# specops' method names -> vLLM's; EAGLE-3.1 is served as eagle3.
-METHOD_ALIASES = {"eagle3.1": "eagle3", "eagle31": "eagle3", "eagle-3": "eagle3", "eagle-3.1": "eagle3"}
-NO_WEIGHTS_METHODS = {"ngram", "ngram_gpu", "suffix", "mtp"}
 
 
 class LaunchConfig(BaseModel):
@@ -66,8 +64,7 @@ class LaunchConfig(BaseModel):
     extra_args: list[str] = Field(default_factory=list, description="Appended verbatim.")
 
     def vllm_method(self) -> str:
-        m = self.method.strip().lower()
-        return METHOD_ALIASES.get(m, m)
+        return canonical(self.method)
 
 
 def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) -> dict | None:
@@ -81,7 +78,7 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     if version < V1_SPEC_CONFIG:
         # V0 engines: speculation through --speculative-model; the method is implied by the draft.
         table.require("flag", "--speculative-model", version)
-        if method not in ("ngram", "draft_model", "medusa", "eagle", "mlp_speculator"):
+        if not (method_info(method) and method_info(method).v0):
             raise CapabilityError(f'method "{method}" does not exist in vLLM {vs}',
                                   "use ngram or draft_model, or vLLM >= 0.8.2")
         if method == "ngram":
@@ -92,10 +89,9 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     if not ok:
         raise CapabilityError(f'method "{method}" is accepted by vLLM {vs} but the engine refuses it ({why})',
                               "choose another method or vLLM version")
-    needs_model = method in ("eagle", "eagle3", "draft_model", "dflash", "dspark", "medusa", "mlp_speculator")
-    if needs_model and not cfg.draft_model:
+    if needs_draft(method) and not cfg.draft_model:
         raise InputError(f'method "{method}" needs a draft model', "set the draft (a folder or hub id)")
-    if method in ("ngram", "ngram_gpu", "suffix") and cfg.draft_model:
+    if method in PROMPT_METHODS and cfg.draft_model:
         raise InputError(f'method "{method}" drafts from the prompt and takes no draft model',
                          "remove the draft or choose draft_model/eagle3")
     sc: dict = {"method": method}
@@ -211,7 +207,7 @@ def _v0_spec_flags(sc: dict, cfg: LaunchConfig) -> list[str]:
         if cfg.prompt_lookup_min:
             out += ["--ngram-prompt-lookup-min", str(cfg.prompt_lookup_min)]
         return out
-    if method in ("draft_model", "eagle", "medusa", "mlp_speculator"):
+    if method_info(method) is not None and method_info(method).v0:
         return ["--speculative-model", sc["model"], "--num-speculative-tokens", str(sc["num_speculative_tokens"])]
     raise CapabilityError(f'method "{method}" cannot be expressed for vLLM {cfg.vllm_version} (before 0.8.2)',
                           "use vLLM >= 0.8.2")

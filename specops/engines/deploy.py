@@ -10,7 +10,6 @@ and ``tmp/``. vLLM's compile cache is shared in ``$SPECOPS_HOME/cache/`` so rest
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines import local
 from specops.engines.argv import render_args, speculative_config
+from specops.engines.layout import DeploymentFolder
 from specops.engines.spec import DeploymentSpec, dump_spec
 from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError, SpecopsError
 from specops.secrets import redact_argv
@@ -157,11 +157,7 @@ def _endpoint(spec: DeploymentSpec) -> str:
 
 
 def read_engine_file(name: str) -> dict | None:
-    p = deployment_dir(name) / "engine.json"
-    try:
-        return json.loads(p.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
+    return DeploymentFolder.of(name).read_engine()
 
 
 # --- the registry and the lineage gate -----------------------------------------------------------
@@ -309,11 +305,8 @@ def _refuse_running(name: str) -> None:
 
 
 def _start(spec: DeploymentSpec, reg, result: DeployResult, argv, env, key_env, t, d, progress) -> DeployResult:
-    ddir = deployment_dir(spec.name)
-    log = ddir / "engine.log"
-    (ddir / "spec.yaml").write_text(dump_spec(spec))
-    if log.exists():
-        log.replace(ddir / "engine.log.1")
+    folder = DeploymentFolder.of(spec.name)
+    folder.spec.write_text(dump_spec(spec))
     sc = speculative_config(spec.launch_config().model_copy(update={"vllm_version": result.vllm_version}))
     reg.upsert_deployment(
         spec.name, platform="local", status="starting", target_ref=result.target_ref, draft_ref=result.draft_ref,
@@ -324,22 +317,16 @@ def _start(spec: DeploymentSpec, reg, result: DeployResult, argv, env, key_env, 
         argv_redacted=redact_argv(argv), port=spec.serve.port, target_fingerprint=getattr(t, "fingerprint", None),
         draft_fingerprint=getattr(d, "fingerprint", None) if d else None, api_key_env=key_env)
     if progress:
-        progress(f"starting vLLM {result.vllm_version}: log in {log}")
-    proc = local.spawn(argv, env, log, ddir, cpus=spec.local.cpus)
-    start = local.process_start_time(proc.pid)
-    (ddir / "engine.json").write_text(json.dumps({"pid": proc.pid, "start_time": start, "port": spec.serve.port,
-                                                  "endpoint": result.endpoint}))
-    reg.set_deployment_status(spec.name, "starting", pid=proc.pid, pid_start_time=start)
+        progress(f"vLLM {result.vllm_version}")
     try:
-        waited = local.wait_healthy(result.endpoint, proc, timeout_s=spec.local.startup_timeout_s, log_path=log,
-                                    progress=progress)
-    except BaseException as exc:  # EngineError, KeyboardInterrupt: never leave it running
-        local.stop_group(proc.pid, start, grace_s=5)
-        (ddir / "engine.json").unlink(missing_ok=True)
-        local.remove_tmpdir_link(ddir)
+        started = local.start_engine(
+            folder, argv, env, endpoint=result.endpoint, port=spec.serve.port, timeout_s=spec.local.startup_timeout_s,
+            cpus=spec.local.cpus, progress=progress,
+            on_spawn=lambda pid, start: reg.set_deployment_status(spec.name, "starting", pid=pid, pid_start_time=start))
+    except BaseException as exc:
         reg.set_deployment_status(spec.name, "failed", pid=None, pid_start_time=None,
                                   reason=getattr(exc, "message", exc.__class__.__name__)[:500])
         raise
     reg.set_deployment_status(spec.name, "running")
-    result.pid, result.started_in_s, result.log = proc.pid, round(waited, 1), str(log)
+    result.pid, result.started_in_s, result.log = started.pid, round(started.waited_s, 1), str(started.log)
     return result

@@ -227,6 +227,44 @@ def spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path,
                               "check that vLLM is installed in this environment") from None
 
 
+@dataclass(frozen=True)
+class Started:
+    """An engine :func:`start_engine` started and saw healthy."""
+
+    pid: int
+    start_time: float | None
+    waited_s: float
+    log: Path
+
+
+def start_engine(folder, argv: list[str], env: dict[str, str], *, endpoint: str, port: int | None,
+                 timeout_s: float, cpus: list[int] | None = None, progress: Progress | None = None,
+                 on_spawn: Callable[[int, float | None], None] | None = None) -> Started:
+    """The one way specops starts a vLLM engine (deploy, restart, a benchmark's baseline twin): the
+    previous log kept as engine.log.1, the process spawned detached in ``folder``, engine.json written,
+    then ``/health`` waited for. Any failure (exit, timeout, Ctrl-C) stops the group and removes
+    engine.json and the TMPDIR link before it propagates: nothing is left running or claimed.
+    ``folder``: a :class:`specops.engines.layout.DeploymentFolder`."""
+    make_tmpdir(folder.root)
+    if folder.log.exists():
+        folder.log.replace(folder.previous_log)
+    if progress:
+        progress(f"starting vLLM: log in {folder.log}")
+    proc = spawn(argv, env, folder.log, folder.root, cpus=cpus)
+    start = process_start_time(proc.pid)
+    folder.write_engine({"pid": proc.pid, "start_time": start, "port": port, "endpoint": endpoint})
+    try:
+        if on_spawn is not None:
+            on_spawn(proc.pid, start)
+        waited = wait_healthy(endpoint, proc, timeout_s=timeout_s, log_path=folder.log, progress=progress)
+    except BaseException:  # EngineError, KeyboardInterrupt: never leave it running
+        stop_group(proc.pid, start, grace_s=5)
+        folder.forget_engine()
+        remove_tmpdir_link(folder.root)
+        raise
+    return Started(proc.pid, start, waited, folder.log)
+
+
 def last_lines(log_path: Path, n: int = 6) -> str:
     """The last ``n`` non-empty log lines joined with ' | ' (one line for an error message)."""
     try:

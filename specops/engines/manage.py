@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specops.engines import local
 from specops.engines.deploy import deploy_local, read_engine_file, require_reason
+from specops.engines.layout import DeploymentFolder
 from specops.errors import InputError, NotFoundError
-from specops.settings import deployment_dir
 
 
 class DeploymentStatus(BaseModel):
@@ -57,6 +57,7 @@ def _identity(row) -> tuple[int | None, float | None]:
 def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0) -> dict:
     """The four vllm:spec_decode_* counters since the engine started, from /metrics, and the rates."""
     from specops.metrics import scrape
+    from specops.speculation import Acceptance
 
     snap = scrape(endpoint, timeout=timeout)
     g = snap.groups.get(served_name or "") or (next(iter(snap.groups.values())) if len(snap.groups) == 1 else None)
@@ -65,9 +66,10 @@ def live_acceptance(endpoint: str, served_name: str | None, timeout: float = 3.0
     out = {"num_drafts": g.num_drafts, "num_draft_tokens": g.num_draft_tokens,
            "num_accepted_tokens": g.num_accepted_tokens,
            "accepted_per_pos": [g.accepted_per_pos[k] for k in sorted(g.accepted_per_pos)]}
-    if g.num_draft_tokens:
-        out["acceptance_rate"] = round(g.num_accepted_tokens / g.num_draft_tokens, 4)
-        out["mean_acceptance_length"] = round(1 + g.num_accepted_tokens / g.num_drafts, 4)
+    acc = Acceptance(g.num_drafts, g.num_draft_tokens, g.num_accepted_tokens)
+    if acc.rate is not None and acc.tau is not None:
+        out["acceptance_rate"] = round(acc.rate, 4)
+        out["mean_acceptance_length"] = round(acc.tau, 4)
     else:
         out["note"] = "no drafts yet (send a request)"
     return out
@@ -120,7 +122,7 @@ def saved_spec(name: str, registry) -> tuple[object, Path] | None:
     to that folder. None when neither exists; ValueError when the recorded one is no longer valid."""
     from specops.engines.spec import DeploymentSpec, dump_spec, load_spec
 
-    path = deployment_dir(name) / "spec.yaml"
+    path = DeploymentFolder.of(name).spec
     if path.is_file():
         return load_spec(path), path
     dep = registry.get_deployment(name)
@@ -133,7 +135,7 @@ def saved_spec(name: str, registry) -> tuple[object, Path] | None:
 
 
 def log_path(name: str) -> Path:
-    p = deployment_dir(name) / "engine.log"
+    p = DeploymentFolder.of(name).log
     if not p.is_file():
         raise NotFoundError(f"deployment {name} has no engine log", "deploy it first with `specops deploy SPEC`")
     return p
@@ -152,8 +154,9 @@ def stop(name: str, *, grace_s: float = 30.0, registry=None, progress: local.Pro
                          "scale it down with kubectl or `specops rollback`")
     pid, start = _identity(row)
     how = local.stop_group(pid, start, grace_s=grace_s, progress=progress) if pid else "not running"
-    (deployment_dir(name) / "engine.json").unlink(missing_ok=True)
-    local.remove_tmpdir_link(deployment_dir(name))
+    folder = DeploymentFolder.of(name)
+    folder.forget_engine()
+    local.remove_tmpdir_link(folder.root)
     reg.set_deployment_status(name, "stopped", pid=None, pid_start_time=None)
     return how
 
@@ -166,7 +169,7 @@ def restart(name: str, *, registry=None, progress: local.Progress | None = None,
     pair still holds; a new override needs ``force`` and ``reason``."""
     from specops.engines.spec import load_spec
 
-    spec_file = deployment_dir(name) / "spec.yaml"
+    spec_file = DeploymentFolder.of(name).spec
     if not spec_file.is_file():
         raise NotFoundError(f"deployment {name} has no saved spec", "deploy it with `specops deploy SPEC`")
     require_reason(force, reason)  # before the engine is stopped

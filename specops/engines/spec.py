@@ -43,6 +43,18 @@ class SpeculativeBlock(_Strict):
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP (1 or the target's TP).")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: the target's).")
 
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        from specops.errors import did_you_mean
+        from specops.speculation import METHODS, canonical
+
+        if canonical(v) not in METHODS or METHODS[canonical(v)].family == "tooling":
+            names = [m for m, info in METHODS.items() if info.family != "tooling"]
+            raise ValueError(f'"{v[:40]}" is not a speculative method.{did_you_mean(canonical(v), names)} '
+                             f"To fix: use one of {', '.join(names)}")
+        return v
+
 
 class EngineBlock(_Strict):
     """Engine settings (vLLM flags)."""
@@ -167,13 +179,15 @@ class DeploymentSpec(_Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> DeploymentSpec:
+        from specops.speculation import METHODS, canonical
+
         method = self.speculative.method.lower()
-        needs_draft = method in ("eagle", "eagle3", "eagle3.1", "draft_model", "dflash", "dspark", "medusa")
-        if needs_draft and self.draft is None:
+        info = METHODS[canonical(method)]
+        if info.draft_weights and self.draft is None:
             raise ValueError(f"speculative.method {method} needs a draft. To fix: add `draft: {{model: ...}}`")
-        if method in ("none", "ngram", "ngram_gpu", "suffix", "mtp") and self.draft is not None:
+        if not info.draft_weights and self.draft is not None:
             raise ValueError(f"speculative.method {method} takes no draft model. To fix: remove `draft`")
-        if method not in ("none", "mtp") and self.speculative.num_speculative_tokens is None:
+        if info.family not in ("none", "native") and self.speculative.num_speculative_tokens is None:
             raise ValueError("speculative.num_speculative_tokens is required. To fix: set γ (1-16)")
         return self
 

@@ -140,7 +140,7 @@ def _take_heal_lease(reg, deployment: str, reason: str | None):
     from specops.engines import local
     from specops.engines.manage import stop
     from specops.errors import NotFoundError
-    from specops.registry.fleet import LeaseHeldError
+    from specops.registry.measurements import LeaseHeldError
     from specops.retrain.lease import take_lease
 
     name = canary_name(deployment)

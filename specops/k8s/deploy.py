@@ -150,10 +150,10 @@ def _ref(ref) -> str | None:
 
 
 def _method(spec: DeploymentSpec) -> str | None:
-    from specops.engines.argv import METHOD_ALIASES
+    from specops.speculation import canonical
 
     method = spec.speculative.method.lower()
-    return None if method == "none" else METHOD_ALIASES.get(method, method)
+    return None if method == "none" else canonical(method)
 
 
 def _record_deploy(reg, spec: DeploymentSpec, dep: dict, endpoint: str, canary_of: str | None) -> None:
@@ -243,10 +243,10 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
 def save_spec(spec: DeploymentSpec) -> Path:
     """Keep the applied spec as ``$SPECOPS_HOME/deployments/<name>/spec.yaml`` (as a local deploy
     does): the monitor's fallback re-renders it."""
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import dump_spec
-    from specops.settings import deployment_dir
 
-    path = deployment_dir(spec.name) / "spec.yaml"
+    path = DeploymentFolder.of(spec.name).spec
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_spec(spec))
     return path

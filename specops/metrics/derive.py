@@ -19,24 +19,7 @@ from datetime import datetime
 
 from specops.errors import MeasurementError
 from specops.metrics.types import SPEC_COUNTERS, GroupValues, Measurement, Snapshot
-
-
-def alpha_from_tau(tau: float, k: int, tol: float = 1e-10) -> float:
-    """The i.i.d. per-token acceptance α with 1 + α + ... + α^K = τ (clamped to [0, 1])."""
-    if k < 1:
-        raise ValueError("K must be >= 1")
-    if tau <= 1.0:
-        return 0.0
-    if tau >= k + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        if sum(mid ** i for i in range(k + 1)) < tau:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+from specops.speculation import Acceptance, alpha_from_tau
 
 
 def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
@@ -113,9 +96,11 @@ def fill_rates(m: Measurement) -> Measurement:
                        "acceptance is undefined, not zero")
         m.per_position_rate = [None for _ in m.accepted_per_position]
         return m
-    m.acceptance_rate = _ratio(m.num_accepted_tokens, m.num_draft_tokens)
-    m.mean_acceptance_length = 1.0 + (m.num_accepted_tokens or 0.0) / drafts
-    m.per_position_rate = [a / drafts for a in m.accepted_per_position]
+    acc = Acceptance(drafts, m.num_draft_tokens or 0.0, m.num_accepted_tokens or 0.0,
+                     tuple(m.accepted_per_position))
+    m.acceptance_rate = acc.rate
+    m.mean_acceptance_length = acc.tau
+    m.per_position_rate = acc.per_position or []
     k = m.num_speculative_tokens
     if k is None and m.num_draft_tokens:
         k = round(m.num_draft_tokens / drafts)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specops.planner.types import MeasuredAcceptance
+from specops.speculation import alpha_from_tau
 
 # Position decay d of per-token acceptance (α_i = α0·d^i), by method (and EAGLE generation).
 # eagle3 0.954: fitted to vLLM blog 2026-03-13 (P-EAGLE), gpt-oss-20b EAGLE-3 AL 2.70 at K=3 and 3.27 at
@@ -46,35 +47,26 @@ MAX_ALPHA = 0.97
 # Methods without rows of their own borrow from a close relative (reported in the prior's source).
 FALLBACK = {"suffix": "ngram", "dflash": "eagle3", "medusa": "eagle", "eagle": "eagle3", "mtp": "eagle3",
             "eagle3": "eagle"}
+# Draft models (method draft_model): per-token acceptance rises with the draft's size relative to the
+# target. α0 = α_ref + slope·ln(r / DRAFT_REF_RATIO), r = draft params / target params. The published
+# draft_model rows are moved to r = DRAFT_REF_RATIO with the slope before they are pooled, and the pooled
+# value is moved back to the candidate's r. The slope is fitted in :func:`calibrate` on rows that repeat
+# one setting with drafts of different sizes (Leviathan et al. Table 2: T5-small 77M α 0.75 -> T5-large 800M
+# α 0.82 on T5-XXL, WMT EnDe, T=0 -> 0.030 per e-fold); DEFAULT_DRAFT_SLOPE only when no such pair exists.
+# A draft's size costs time too: perfmodel.draft_ms runs the draft's own architecture.
+DRAFT_REF_RATIO = 1 / 16       # also the size predict_row/recommend assume for a draft of unknown size
+DEFAULT_DRAFT_SLOPE = 0.03
 # Request task -> the task class priors are kept by. RAG/agentic: high prompt–output overlap, closest
 # published proxy is summarization (PLD's best task, EAGLE-3 Table 1).
 TASK_CLASS = {"code": "code", "math": "math", "chat": "chat", "creative": "chat", "translation": "translation",
               "summarization": "summarization", "rag": "summarization", "agentic": "summarization"}
 
 
-def expected_tokens(alpha0: float, decay: float, gamma: int) -> float:
-    """τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i (Leviathan et al. 2023 §3 with position-dependent α)."""
-    total, p = 1.0, 1.0
-    for i in range(gamma):
-        p *= min(MAX_ALPHA, alpha0 * decay ** i)
-        total += p
-    return total
-
-
 def solve_alpha(tau: float, gamma: int, decay: float) -> float | None:
-    """α0 such that expected_tokens(α0, d, γ) = τ (bisection); None when τ is out of range."""
+    """α0 with τ(α0, d, γ) = τ (:func:`specops.speculation.bisect`); None when τ is out of range."""
     if gamma < 1 or not (1.0 < tau < gamma + 1):
         return None
-    lo, hi = 1e-4, MAX_ALPHA
-    if expected_tokens(hi, decay, gamma) < tau:
-        return MAX_ALPHA
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if expected_tokens(mid, decay, gamma) < tau:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return max(1e-4, alpha_from_tau(tau, gamma, decay, MAX_ALPHA))
 
 
 def decay_for(method: str, generation: str | None = None) -> float:
@@ -110,6 +102,14 @@ class PublishedRow:
     draft_params_b: float | None
     notes: str
     context_len: int | None = None  # prompt tokens, where the row states them ("prefill 8000 tokens")
+    draft_id: str | None = None     # the draft's hub id where the row names it ("EAGLE-3 (org/name)")
+
+    @property
+    def draft_ratio(self) -> float | None:
+        """Draft params / target params for draft_model rows that state both sizes."""
+        if self.method != "draft_model" or not self.draft_params_b or not self.params_b:
+            return None
+        return self.draft_params_b / self.params_b
 
     @property
     def citation(self) -> str:
@@ -246,6 +246,11 @@ def _draft_size(text: str) -> float | None:
     return float(m.group(1)) / (1000 if m.group(2) == "M" else 1)
 
 
+def _draft_id(text: str) -> str | None:
+    m = re.search(r"([A-Za-z0-9][\w.-]*/[\w.-]+)", text or "")
+    return m.group(1).rstrip(".,;") if m else None
+
+
 def parse_row(row: dict) -> PublishedRow:
     method, gen = _method(row["method"])
     structure, gamma, tree_tokens = _structure(f"{row['gamma_or_tree']} {row['method']}", method)
@@ -263,12 +268,12 @@ def parse_row(row: dict) -> PublishedRow:
         tau=_num(row.get("tau", "")), acceptance_rate=_num(row.get("acceptance_rate", "")),
         rate_is_alpha=rate_is_alpha, speedup=_num(row.get("speedup", "")),
         draft_params_b=_draft_size(f"{row['method']} {row['gamma_or_tree']}") if method == "draft_model" else None,
-        notes=notes, context_len=_context(row["task"]),
+        notes=notes, context_len=_context(row["task"]), draft_id=_draft_id(row["method"]),
     )
 
 
 DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv",
-              "batch_sweeps_2026-12.csv")
+              "batch_sweeps_2026-12.csv", "drafts_moe_2026-12.csv")
 """The published measurements in playbooks/data, in the order they were gathered (same columns)."""
 
 
@@ -320,21 +325,36 @@ class AcceptancePrior:
 
 @dataclass
 class Priors:
-    """Published α0 (at T=0) per (method, structure, task class), plus measured overrides."""
+    """Published α0 (at T=0) per (method, structure, task class), plus measured overrides.
+
+    ``named``: α0 of rows that name their draft (lower-cased hub id -> [(α0, citation, method, structure, task)]),
+    used before the method's pool when the request's draft is one of them. ``draft_slope``: see
+    DRAFT_REF_RATIO (draft_model entries in ``table`` are kept at that ratio)."""
 
     table: dict[tuple[str, str, str], list[tuple[float, str]]]
     temperature_lambda: float
     measured: list[MeasuredAcceptance] = field(default_factory=list)
     lambda_source: str = ""
+    named: dict[str, list[tuple[float, str, str, str, str]]] = field(default_factory=dict)
+    draft_slope: float = DEFAULT_DRAFT_SLOPE
+    slope_source: str = "default"
+
+    def _copy(self, **changes) -> Priors:
+        values = dict(table=dict(self.table), temperature_lambda=self.temperature_lambda, measured=list(self.measured),
+                      lambda_source=self.lambda_source, named=dict(self.named), draft_slope=self.draft_slope,
+                      slope_source=self.slope_source)
+        values.update(changes)
+        return Priors(**values)
 
     def with_measured(self, *items: MeasuredAcceptance) -> Priors:
-        return Priors(dict(self.table), self.temperature_lambda, [*self.measured, *items], self.lambda_source)
+        return self._copy(measured=[*self.measured, *items])
 
     def override(self, method: str, task: str, alpha0: float, source: str = "override") -> Priors:
         """A copy with one (method, chain, task) prior replaced: for what-ifs and tests."""
         table = dict(self.table)
         table[(method, "chain", TASK_CLASS.get(task, task))] = [(alpha0, source)]
-        return Priors(table, self.temperature_lambda, list(self.measured), self.lambda_source)
+        named = {k: [e for e in v if e[2] != method] for k, v in self.named.items()}
+        return self._copy(table=table, named=named)
 
     def _published(self, method: str, structure: str, task_class: str) -> tuple[float, str] | None:
         entries = self.table.get((method, structure, task_class))
@@ -350,34 +370,88 @@ class Priors:
         more = f" +{len(values) - 1} rows" if len(values) > 1 else ""
         return alpha, f"published: {cite}{more}{note}"
 
+    def _named(self, draft: str | None, method: str, structure: str, task_class: str) -> tuple[float, str] | None:
+        """α0 published for this very draft (rows of this task class that name it; none of that class: all the
+        draft's rows, as the method's pool does), converted to ``structure``."""
+        own = [e for e in self.named.get((draft or "").lower(), []) if e[2] == method]
+        rows = [e for e in own if e[4] == task_class]
+        note = ""
+        if not rows:
+            rows, note = own, f" (no {task_class} row; median over this draft's rows)"
+        if not rows:
+            return None
+        same = [e for e in rows if e[3] == structure] or rows
+        alphas = [a if e[3] == structure else (a / TREE_BONUS if structure == "chain" else a * TREE_BONUS)
+                  for e in same for a in [e[0]]]
+        alpha = min(MAX_ALPHA, statistics.median(alphas))
+        more = f" +{len(same) - 1} rows" if len(same) > 1 else ""
+        conv = "" if same[0][3] == structure else f" ({same[0][3]} rows converted to {structure})"
+        return alpha, f"published for this draft: {same[0][1]}{more}{conv}{note}"
+
     def lookup(self, method: str, *, task: str, temperature: float = 0.0, generation: str | None = None,
-               structure: str = "chain", draft: str | None = None) -> AcceptancePrior:
+               structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None) -> AcceptancePrior:
+        """α0 for one candidate. Order: measured for this draft; published rows that name this draft; the
+        method's own published rows (same structure, then the other structure converted by TREE_BONUS);
+        a related method's rows (FALLBACK, said in the source); DEFAULT_ALPHA. ``draft_ratio`` (draft_model:
+        draft params / target params) moves the pooled α along DRAFT_REF_RATIO's slope."""
         decay = 1.0 if structure == "tree" else decay_for(method, generation)
         for m in self.measured:
             if m.method == method and m.task == task and m.draft in ("*", draft):
                 return AcceptancePrior(m.per_position[0], decay, f"measured: {m.samples} samples",
                                        tuple(m.per_position))
         task_class = TASK_CLASS.get(task, task)
-        found, chain_of = None, [method]
-        current = method
-        while current in FALLBACK and FALLBACK[current] not in chain_of:
-            current = FALLBACK[current]
-            chain_of.append(current)
-        # same structure across the method's relatives first, then (trees only) chain data × the tree bonus
-        attempts = [(c, structure) for c in chain_of] + ([(c, "chain") for c in chain_of] if structure == "tree" else [])
-        for candidate, struct in attempts:
-            found = self._published(candidate, struct, task_class)
-            if found is not None:
-                if struct != structure:
-                    found = (min(MAX_ALPHA, found[0] * TREE_BONUS), found[1] + " ×tree bonus")
-                if candidate != method:
-                    found = (found[0], f"{found[1]} (borrowed from {candidate}: no {method} rows)")
-                break
+        found = self._named(draft, method, structure, task_class)
+        if found is None:
+            chain_of = [method]
+            current = method
+            while current in FALLBACK and FALLBACK[current] not in chain_of:
+                current = FALLBACK[current]
+                chain_of.append(current)
+            other = "chain" if structure == "tree" else "tree"
+            # the method's own rows first (either structure), then its relatives'
+            attempts = [(c, s) for c in chain_of for s in (structure, other)]
+            for candidate, struct in attempts:
+                found = self._published(candidate, struct, task_class)
+                if found is not None:
+                    if struct != structure:
+                        conv = TREE_BONUS if structure == "tree" else 1 / TREE_BONUS
+                        found = (min(MAX_ALPHA, found[0] * conv),
+                                 found[1] + (" ×tree bonus" if structure == "tree" else " (tree rows ÷ tree bonus)"))
+                    if candidate != method:
+                        found = (found[0], f"{found[1]} (borrowed from {candidate}: no {method} rows)")
+                    break
+        if found is not None and method == "draft_model":  # back from the reference size to this draft's
+            ratio = draft_ratio or DRAFT_REF_RATIO
+            shift = self.draft_slope * math.log(ratio / DRAFT_REF_RATIO)
+            found = (max(0.05, min(MAX_ALPHA, found[0] + shift)),
+                     f"{found[1]}; draft/target size {ratio:.3g} ({shift:+.3f} from the draft-size slope "
+                     f"{self.draft_slope:.3f}/e-fold, {self.slope_source})")
         alpha, source = found if found else (DEFAULT_ALPHA, "default (no published row for this method)")
         alpha_t = alpha * math.exp(-self.temperature_lambda * temperature)
         if temperature:
             source += f"; temperature {temperature:g} applied (λ={self.temperature_lambda:.3f})"
         return AcceptancePrior(min(MAX_ALPHA, alpha_t), decay, source)
+
+
+def _draft_slope(rows: list[PublishedRow], lam: float) -> tuple[float, str]:
+    """Slope of α0 in ln(draft/target size) from rows that repeat one setting with drafts of different
+    sizes (same source, target, task, temperature, γ); the median of the pairwise slopes."""
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        a, ratio = r.alpha0(), r.draft_ratio
+        if a is None or ratio is None:
+            continue
+        key = (r.source, r.target, r.task, r.temperature, r.gamma)
+        groups.setdefault(key, []).append((math.log(ratio), a * math.exp(lam * r.temperature)))
+    slopes = []
+    for pts in groups.values():
+        for i, (x0, y0) in enumerate(pts):
+            for x1, y1 in pts[i + 1:]:
+                if abs(x1 - x0) > 0.1:
+                    slopes.append((y1 - y0) / (x1 - x0))
+    if not slopes:
+        return DEFAULT_DRAFT_SLOPE, "default (no published draft-size pair)"
+    return statistics.median(slopes), f"median of {len(slopes)} published draft-size pairs"
 
 
 def _temperature_lambda(rows: list[PublishedRow]) -> tuple[float, str]:
@@ -406,14 +480,20 @@ def calibrate(rows: list[PublishedRow], *, exclude_source: str | None = None) ->
     """Priors from published rows (optionally leaving one source out, for validation)."""
     use = [r for r in rows if r.source != exclude_source]
     lam, lam_source = _temperature_lambda(use)
+    slope, slope_source = _draft_slope(use, lam)
     table: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
+    named: dict[str, list[tuple[float, str, str, str, str]]] = {}
     for r in use:
         a = r.alpha0()
         if a is None or r.method is None:
             continue
         a0 = min(MAX_ALPHA, a * math.exp(lam * r.temperature))  # back to T=0
+        if r.method == "draft_model":  # kept at the reference draft/target size (named rows too: one draft
+            a0 -= slope * math.log((r.draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO)  # LM drafts many targets)
+        if r.draft_id:
+            named.setdefault(r.draft_id.lower(), []).append((a0, r.citation, r.method, r.structure, r.task))
         table.setdefault((r.method, r.structure, r.task), []).append((a0, r.citation))
-    return Priors(table, lam, [], lam_source)
+    return Priors(table, lam, [], lam_source, named, slope, slope_source)
 
 
 def default_priors() -> Priors:

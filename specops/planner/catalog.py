@@ -50,15 +50,23 @@ class Catalogs:
     def catalog_model(self, name: str) -> ModelSpec | None:
         return self._model_index.get(name.strip().lower())
 
-    def model(self, name: str, *, params_b: float | None = None, quantization: str | None = None) -> ModelSpec:
-        """Resolve --model (catalog name, hub id, or local folder) and apply --quantization."""
+    def model(self, name: str, *, params_b: float | None = None, quantization: str | None = None,
+              active_params_b: float | None = None) -> ModelSpec:
+        """Resolve --model (catalog name, hub id, or local folder) and apply --quantization;
+        ``active_params_b`` makes an unknown model a mixture of experts (see :func:`generic_model`)."""
         spec = self.catalog_model(name)
+        if active_params_b is not None and params_b is not None and active_params_b > params_b:
+            raise InputError(f"--active-params-b {active_params_b} is more than --params-b {params_b}",
+                             "give the parameters active per token, at most the total")
         if spec is None:
             path = Path(name).expanduser()
             if path.is_dir():
                 spec = model_from_config_dir(path, params_b=params_b)
             elif params_b is not None:
-                spec = generic_model(name, params_b)
+                spec = generic_model(name, params_b, active_params_b)
+            elif active_params_b is not None:
+                raise InputError(f"--active-params-b needs --params-b for {name}, which specops does not know",
+                                 "pass both, e.g. --params-b 30 --active-params-b 3")
             else:
                 choices = sorted({m.id for m in self.models} | {n for m in self.models for n in m.names})
                 err = unknown("model", name, choices)
@@ -67,6 +75,10 @@ class Catalogs:
         elif params_b is not None and abs(params_b - spec.params_b) / spec.params_b > 0.25:
             raise InputError(f"--params-b {params_b} contradicts the catalog's {spec.params_b}B for {spec.id}",
                              "drop --params-b for catalog models")
+        if spec.id != name and active_params_b is not None and spec.source and "estimated" not in spec.source:
+            if abs(active_params_b - spec.active_b) / spec.active_b > 0.25:
+                raise InputError(f"--active-params-b {active_params_b} contradicts {spec.active_b}B active for {spec.id}",
+                                 "drop --active-params-b for catalog models and local folders")
         if quantization:
             spec = spec.model_copy(update={"weight_bits": QUANT_BITS[quantization], "quantization": quantization})
         return spec
@@ -96,19 +108,31 @@ def load_catalogs(gpu_path: str | Path | None = None, model_path: str | Path | N
                  str(model_path or playbook_path("catalogs", "models.yaml")))
 
 
-def generic_model(model_id: str, params_b: float) -> ModelSpec:
-    """A dense Llama-like architecture for a given size (layers/hidden fitted to the Llama family).
+GENERIC_EXPERTS, GENERIC_EXPERTS_PER_TOKEN = 128, 8
+"""Routed experts and experts per token assumed for an MoE model known only by its sizes (--active-params-b):
+Qwen3-30B-A3B / Qwen3-235B-A22B's 128 top-8 (DeepSeek-V3: 256 top-8, Mixtral: 8 top-2)."""
 
-    hidden ≈ 128·round(sqrt(params/(12·layers))/128); layers from the size band. Good enough for
-    bytes and FLOPs, which depend mainly on params_b.
+
+def generic_model(model_id: str, params_b: float, active_params_b: float | None = None) -> ModelSpec:
+    """A Llama-like architecture for a given size (layers/hidden fitted to the Llama family); with
+    ``active_params_b`` below ``params_b`` a mixture of experts of GENERIC_EXPERTS, top-GENERIC_EXPERTS_PER_TOKEN.
+
+    hidden ≈ 128·round(sqrt(params/(12·layers))/128); layers from the size band (MoE: from the active size;
+    under 150M: 8, as T5-small v1.1's decoder - Vicuna-68M has 2).
+    Good enough for bytes and FLOPs, which depend mainly on params_b (and the active share).
     """
-    layers = 16 if params_b < 2 else 28 if params_b < 5 else 32 if params_b < 10 else 40 if params_b < 20 \
-        else 64 if params_b < 40 else 80 if params_b < 100 else 126
-    hidden = max(1024, int(round(math.sqrt(params_b * 1e9 / (12 * layers)) / 128)) * 128)
+    moe = active_params_b is not None and active_params_b < params_b
+    size = active_params_b if moe else params_b
+    layers = 8 if size < 0.15 else 16 if size < 2 else 28 if size < 5 else 32 if size < 10 else 40 if size < 20 \
+        else 64 if size < 40 else 80 if size < 100 else 126
+    hidden = max(1024, int(round(math.sqrt(size * 1e9 / (12 * layers)) / 128)) * 128)
     heads = max(8, hidden // 128)
-    return ModelSpec(id=model_id, params_b=params_b, layers=layers, hidden=hidden, heads=heads,
-                     kv_heads=max(1, min(8, heads)), head_dim=128, vocab=128256, max_context=131072,
-                     source=f"estimated from --params-b {params_b} (generic dense architecture)")
+    what = (f"--params-b {params_b} --active-params-b {active_params_b} (generic MoE: {GENERIC_EXPERTS} experts, "
+            f"{GENERIC_EXPERTS_PER_TOKEN} per token, assumed)") if moe else f"--params-b {params_b} (generic dense architecture)"
+    return ModelSpec(id=model_id, params_b=params_b, active_params_b=active_params_b if moe else None, layers=layers,
+                     hidden=hidden, heads=heads, kv_heads=max(1, min(8, heads)), head_dim=128, vocab=128256,
+                     max_context=131072, experts=GENERIC_EXPERTS if moe else None,
+                     experts_per_token=GENERIC_EXPERTS_PER_TOKEN if moe else None, source=f"estimated from {what}")
 
 
 def model_from_config_dir(path: Path, *, params_b: float | None = None) -> ModelSpec:
@@ -174,8 +198,11 @@ def draft_from_name(name: str, target: ModelSpec, catalogs: Catalogs) -> DraftRe
         cfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
         text = json.dumps(cfg).lower()
         if "eagle3" in text or "eagle-3" in text:
-            gen = "3.1" if (cfg.get("fc_norm") or cfg.get("norm_output")) else "3"
-            return DraftRef(id=name, method="eagle3", generation=gen, source=str(cfg_file))
+            from specops.speculation import eagle_generation
+
+            gen = eagle_generation(cfg, name)
+            return DraftRef(id=name, method="eagle3", generation=gen.generation,
+                            source=f"{cfg_file} (EAGLE generation: {gen.reason})")
         if "eagle" in text:
             return DraftRef(id=name, method="eagle", generation="1", source=str(cfg_file))
         if "medusa" in text:

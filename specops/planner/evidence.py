@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specops.planner.calibration import PublishedRow, calibrate, load_published
+from specops.planner.calibration import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     DraftSpec,
@@ -55,7 +55,8 @@ TARGETS = [("t5-xxl", None), ("llama2-chat 70b", "llama-2-70b-chat"), ("mixtral"
            ("llama3.1-8b", "llama-3.1-8b"), ("r1-distill-llama 8b", "llama-3.1-8b"), ("gpt-oss-20b", "gpt-oss-20b"),
            ("kimi", "kimi-k2.6"), ("deepseek-v3", "deepseek-v3"), ("deepseek-r1", "deepseek-v3"),
            ("deepseek v3", "deepseek-v3"), ("qwen3-8b", "qwen3-8b"), ("llama-2-7b", "vicuna-7b"),
-           ("llama2-7b", "vicuna-7b")]
+           ("llama2-7b", "vicuna-7b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
+           ("qwen3-235b-a22b", "qwen3-235b-a22b")]
 GPUS = [("rtx 3090", "RTX3090"), ("rtx 4090", "RTX4090"), ("b300", "B200"), ("gb200", "B200"), ("b200", "B200"),
         ("h200", "H200"), ("h100", "H100"), ("a100-40", "A100-40GB"), ("a100 40", "A100-40GB"), ("a100", "A100-80GB"),
         ("l40s", "L40S"), ("mi300x", "MI300X"), ("tpu", "TPU-v4")]  # EAGLE-3 rows name the RTX 3090 first
@@ -126,7 +127,14 @@ def _target(row: PublishedRow, cat: Catalogs):
         if key in name and entry:
             quant = "nvfp4" if "nvfp4" in name else None
             return cat.model(entry, quantization=quant)
-    return generic_model(row.target, row.params_b or 7)
+    active = re.search(r"-a(\d+(?:\.\d+)?)b\b", name)  # Qwen-style names state the active size: -A3B
+    total = row.params_b or _size_in_name(name) or 7
+    return generic_model(row.target, total, float(active.group(1)) if active and looks_moe(name) else None)
+
+
+def _size_in_name(name: str) -> float | None:
+    m = re.search(r"(\d+(?:\.\d+)?)\s*([bt])\b", name)
+    return float(m.group(1)) * (1000 if m.group(2) == "t" else 1) if m else None
 
 
 def _setup(row: PublishedRow, cat: Catalogs, model, profiles=None) -> Setup:
@@ -149,7 +157,7 @@ def _draft(row: PublishedRow, model) -> DraftSpec:
     if row.method in ("ngram", "suffix"):
         return DraftSpec(row.method, None, 0.0)
     if row.method == "draft_model":
-        arch = generic_model("draft", row.draft_params_b or model.params_b / 16)
+        arch = generic_model("draft", row.draft_params_b or model.params_b * DRAFT_REF_RATIO)
         return DraftSpec("draft_model", "draft", arch.params_b, model=arch)
     return DraftSpec(row.method, None, head_params(model, row.method) / 1e9, row.generation)
 
@@ -164,11 +172,13 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
     profiles (default: the shipped ones)."""
     model = _target(row, cat)
     setup = _setup(row, cat, model, profiles)
+    draft = _draft(row, model)
     prior = priors.lookup(row.method, task=row.task, temperature=row.temperature, generation=row.generation,
-                          structure=row.structure)
+                          structure=row.structure, draft=row.draft_id,
+                          draft_ratio=draft.params_b / model.params_b if row.method == "draft_model" else None)
     verify = (row.tree_tokens + 1) if row.structure == "tree" and row.tree_tokens else None
     context = min(row.context_len or CONTEXT, model.max_context - OUTPUT)
-    e = evaluate(setup, _draft(row, model), prior, gamma=row.gamma, kv_dtype="auto", batch=row.batch,
+    e = evaluate(setup, draft, prior, gamma=row.gamma, kv_dtype="auto", batch=row.batch,
                  context_len=context, output_len=OUTPUT, verify_tokens=verify)
     return e, setup
 
@@ -270,3 +280,80 @@ def sweep_points(residuals: list[Residual] | tuple[Residual, ...]) -> list[Sweep
             out.append(SweepPoint(r.row.source, r.row.method, ref.row.batch, r.row.batch,
                                   r.row.speedup / ref.row.speedup, r.predicted / ref.predicted))
     return out
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    """A published TPOT without speculation (playbooks/data/moe_baselines_2026-12.csv)."""
+
+    source: str
+    target: str
+    gpu: str
+    gpus: int
+    engine: str
+    batch: int
+    tpot_ms: float | None
+    use: bool
+    notes: str
+
+
+def load_baselines() -> list[BaselineRow]:
+    import csv
+
+    from specops.playbooks import playbook_path
+
+    with open(playbook_path("data", "moe_baselines_2026-12.csv"), newline="", encoding="utf-8") as f:
+        return [BaselineRow(r["source"], r["target_model"], r["hardware"], int(r["gpus"]), r["engine"],
+                            int(r["batch_size"]), float(r["tpot_ms"]) if r["tpot_ms"] else None, r["use"] == "yes",
+                            r["notes"]) for r in csv.DictReader(f)]
+
+
+def predict_baseline(row: BaselineRow, cat: Catalogs | None = None, profile=None) -> float | None:
+    """The model's TPOT without speculation for a baseline row (None: its hardware is not stated)."""
+    from specops.planner.perfmodel import forward_ms
+
+    cat = cat or load_catalogs()
+    gpu = next((g for key, g in GPUS if key in row.gpu.lower()), None)
+    if gpu is None:
+        return None
+    setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
+    return forward_ms(setup, batch=row.batch, tokens_per_seq=1, kv_len=CONTEXT + OUTPUT / 2, kv_dtype="auto")
+
+
+@dataclass(frozen=True)
+class DraftCostRow:
+    """A published draft/target forward-time ratio (Leviathan's c) for a separate draft LM
+    (playbooks/data/draft_costs_2026-12.csv)."""
+
+    source: str
+    target: str
+    draft: str
+    gpu: str
+    gpus: int
+    engine: str
+    cost_ratio: float
+    notes: str
+
+
+def load_draft_costs() -> list[DraftCostRow]:
+    import csv
+
+    from specops.playbooks import playbook_path
+
+    with open(playbook_path("data", "draft_costs_2026-12.csv"), newline="", encoding="utf-8") as f:
+        return [DraftCostRow(r["source"], r["target_model"], r["draft_model"], r["hardware"], int(r["gpus"]),
+                             r["engine"], float(r["cost_ratio"]), r["notes"]) for r in csv.DictReader(f)]
+
+
+def predict_draft_cost(row: DraftCostRow, cat: Catalogs | None = None, profile=None) -> float:
+    """The model's c for a draft-cost row: one draft forward over one target forward (batch 1)."""
+    from specops.planner.perfmodel import draft_ms, forward_ms
+
+    cat = cat or load_catalogs()
+    gpu = next(g for key, g in GPUS if key in row.gpu.lower())
+    setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
+    arch = cat.model(row.draft)
+    draft = DraftSpec("draft_model", arch.id, arch.params_b, model=arch)
+    kv = CONTEXT + OUTPUT / 2
+    target = forward_ms(setup, batch=1, tokens_per_seq=1, kv_len=kv, kv_dtype="auto")
+    return draft_ms(setup, draft, gamma=1, batch=1, kv_len=kv, kv_dtype="auto") / target

@@ -48,6 +48,11 @@ class EngineProfile(BaseModel):
     step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
     draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
+    draft_layer_overhead_ms: float = Field(
+        0.08, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
+        "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
+        "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
+        "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
     ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
     token_overhead_ms: float = Field(
         0.015, ge=0, description="Cost per token one step schedules, not hidden behind the weight reads (input "
@@ -58,6 +63,16 @@ class EngineProfile(BaseModel):
         description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
+    expert_bandwidth_efficiency: float = Field(
+        0.5, gt=0, le=1, description="Achieved bandwidth on routed-expert weights relative to dense weights "
+        "(small grouped GEMMs over scattered experts); fitted with moe_layer_overhead_ms (docs/performance-model.md).")
+    moe_layer_overhead_ms: float = Field(
+        0.06, ge=0, description="Fixed cost per MoE layer per forward (router, top-k, token permute/unpermute, "
+        "grouped-GEMM launches), fitted on published MoE baseline TPOTs (playbooks/data/moe_baselines_2026-12.csv).")
+    moe_link_gbs: dict[str, float] = Field(
+        default_factory=lambda: {"nvlink": 450.0, "xgmi": 300.0, "pcie": 25.0, "none": 0.0},
+        description="Per-GPU link bandwidth (GB/s) the MoE token exchange (dispatch + combine of each token's "
+        "hidden state to its k experts' ranks) runs over when experts are split across GPUs.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="vLLM's default --gpu-memory-utilization.")
     runtime_reserve_gib: float = Field(1.5, ge=0, description="Per-GPU activations, CUDA graphs, context.")
 
@@ -66,7 +81,9 @@ VLLM_PROFILE = EngineProfile()
 # HF-transformers style harnesses (EAGLE/Medusa papers): no CUDA graphs, Python per layer.
 # token_overhead_ms 0: the per-token term was fitted on serving engines only; papers' harnesses run batch 1.
 EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead_ms=0.25,
-                              draft_step_overhead_ms=1.0, ngram_step_ms=0.5, token_overhead_ms=0.0)
+                              draft_step_overhead_ms=1.0, ngram_step_ms=0.5, token_overhead_ms=0.0,
+                              draft_layer_overhead_ms=0.0,  # layer_overhead_ms already charges every layer
+                              moe_layer_overhead_ms=0.0)  # its per-layer launch cost already covers it
 
 
 # Per-engine profiles for `recommend --engine` and for predicting published rows by the harness that
@@ -79,7 +96,8 @@ EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead
 # - hf: the eager profile (papers' HF-transformers harnesses).
 ENGINE_PROFILES = {
     "vllm": VLLM_PROFILE,
-    "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32}),
+    "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32,
+                                              "moe_layer_overhead_ms": 0.0}),
     "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm"}),
     "hf": EAGER_PROFILE,
 }
@@ -132,17 +150,32 @@ def _expert_split(model: ModelSpec) -> tuple[float, float]:
     return total - experts, experts
 
 
-def weight_bytes_read(model: ModelSpec, n_tokens: int) -> float:
-    """Weights one forward reads: all dense weights + the routed experts that n tokens activate.
+def experts_touched(model: ModelSpec, n_tokens: int) -> float:
+    """Expected distinct routed experts per MoE layer that ``n_tokens`` tokens (batch × tokens per sequence)
+    activate, each choosing k of E: E·(1 − (1 − k/E)^n).
 
-    Distinct experts hit by n tokens choosing k of E: E·(1 − (1 − k/E)^n) (uniform routing).
-    """
+    Assumption: uniform, independent routing. It breaks (over-counts) where routing is skewed or correlated:
+    the γ+1 tokens one verification scores are consecutive positions of one sequence, which share experts
+    more than random tokens do, and trained routers have popular experts; so for verification at small batch
+    the expression is an upper bound on experts read, and at large n·b it saturates at E either way."""
+    if not model.is_moe:
+        return 0.0
+    k, e = model.experts_per_token, model.experts
+    return e * (1 - (1 - k / e) ** max(1, n_tokens))
+
+
+def _moe_bytes(model: ModelSpec, n_tokens: int) -> tuple[float, float]:
+    """(dense weight bytes, routed-expert weight bytes) one forward of n tokens reads."""
     dense, experts = _expert_split(model)
-    frac = 0.0
-    if experts:
-        k, e = model.experts_per_token, model.experts
-        frac = 1 - (1 - k / e) ** max(1, n_tokens)
-    return (dense + experts * frac) * bytes_per_param(model)
+    frac = experts_touched(model, n_tokens) / model.experts if experts else 0.0
+    return dense * bytes_per_param(model), experts * frac * bytes_per_param(model)
+
+
+def weight_bytes_read(model: ModelSpec, n_tokens: int) -> float:
+    """Weights one forward reads: all dense weights + the routed experts that n tokens activate
+    (:func:`experts_touched`)."""
+    dense, experts = _moe_bytes(model, n_tokens)
+    return dense + experts
 
 
 def kv_element_bytes(model: ModelSpec, kv_dtype: str) -> float:
@@ -185,7 +218,10 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
-    mem_bytes = weight_bytes_read(m, n) + batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
+    dense_b, expert_b = _moe_bytes(m, n)
+    # routed experts are read at a lower efficiency (expert_bandwidth_efficiency): counted as more bytes
+    mem_bytes = dense_b + expert_b / p.expert_bandwidth_efficiency + \
+        batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
     attn_len = kv_len
     if m.sliding_layers and m.sliding_window:
         attn_len = (kv_len * (m.layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / m.layers
@@ -196,7 +232,24 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
     sampler = n * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
-    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n
+    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n + \
+        moe_ms(setup, n)
+
+
+def moe_ms(setup: Setup, n_tokens: int) -> float:
+    """What MoE layers add beyond their weight reads: a fixed cost per MoE layer, and, with the experts
+    split over several GPUs, the exchange of every token's hidden state with its k experts' ranks and back
+    (2·n·k·hidden·2 bytes per layer, a (tp−1)/tp share of it leaves the GPU) - it grows with the tokens
+    verified. Zero for dense models."""
+    m, p = setup.model, setup.profile
+    if not m.is_moe:
+        return 0.0
+    ms = p.moe_layer_overhead_ms * m.layers
+    link = p.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
+    if setup.tp > 1 and link > 0:
+        volume = 2 * n_tokens * m.experts_per_token * m.hidden * 2 * (setup.tp - 1) / setup.tp / setup.tp
+        ms += m.layers * volume / (link * 1e9) * 1000
+    return ms
 
 
 def schedule_cost(batch: int) -> float:
@@ -251,11 +304,11 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     if model is None:
         raise ValueError(f"draft {draft.id} has no architecture")
     dsetup = Setup(model, setup.gpu, setup.tp, p)
+    fixed = p.draft_step_overhead_ms + p.draft_layer_overhead_ms * model.layers  # a deeper draft costs more
     if draft.method == "dflash":  # one parallel block pass over γ positions
         return forward_ms(dsetup, batch=batch, tokens_per_seq=gamma, kv_len=kv_len, kv_dtype=kv_dtype,
-                          overhead_ms=p.draft_step_overhead_ms)
-    one = forward_ms(dsetup, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
-                     overhead_ms=p.draft_step_overhead_ms)
+                          overhead_ms=fixed)
+    one = forward_ms(dsetup, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype, overhead_ms=fixed)
     return gamma * one
 
 

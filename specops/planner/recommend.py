@@ -35,6 +35,7 @@ from specops.planner.types import (
     ModelSpec,
     RecommendRequest,
 )
+from specops.speculation import SCHEDULE_METHODS
 
 KV_ORDER = ("auto", "fp8", "turboquant_k8v4", "turboquant_4bit_nc")  # least to most compressed
 SCHEDULE_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -92,7 +93,8 @@ class Context:
 def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile) -> tuple[ModelSpec, GPU, Setup]:
     """Catalog lookups and the checks that make a request impossible (InputError/FitError)."""
     gpu = catalogs.gpu(request.gpu)
-    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization)
+    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
+                           active_params_b=request.active_params_b)
     parse_version(request.vllm_version)
     if request.context_len > model.max_context:
         raise InputError(f"--context-len {request.context_len} is over {model.id}'s limit of {model.max_context} tokens",
@@ -131,10 +133,12 @@ def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
             removed.append(m)
     ctx.schedule_supported = ctx.table.has("field", "num_speculative_tokens_per_batch_size", v)
     ctx.kv_allowed = [k for k in KV_ORDER if k == "auto" or ctx.table.has("kv_dtype", k, v)]
-    bugs = [b.name for b in ctx.table.bugs(v)]
-    for guard in rule.bug_guards:
-        if any(guard.bug in name for name in bugs):
-            ctx.constraints.forbidden_combos.append((guard.method, guard.kv_prefix, f"known bug {guard.bug} in {vs}"))
+    for bug in ctx.table.bugs(v, effect="refuse"):  # method × KV dtype combinations the engine gets wrong
+        if sorted(k for k, _ in bug.when) != ["kv_dtype", "method"]:
+            continue
+        for m in bug.condition("method") or ():
+            for kv in bug.condition("kv_dtype") or ():
+                ctx.constraints.forbidden_combos.append((m, kv.rstrip("*"), f"known bug {bug.issue()} in {vs}"))
     parts = [f"removed {', '.join(removed)}" if removed else "all methods available"]
     parts.append("per-batch schedule available" if ctx.schedule_supported else "no per-batch schedule (from 0.24.0)")
     parts.append("KV dtypes " + ", ".join(ctx.kv_allowed))
@@ -248,8 +252,9 @@ def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool =
     draft = ctx.drafts.get(method) if method != "none" else None
     prior = None
     if draft is not None:
+        ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
         prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
-                                  draft=draft.id)
+                                  draft=draft.id, draft_ratio=ratio)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
                  batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
     return _measured(ctx, e, method, gamma, batch)
@@ -366,7 +371,6 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=f"objective={req.objective}, batch={req.batch_size}", outcome=outcome)
 
 
-SCHEDULE_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
 """Methods whose per-batch γ schedule vLLM 0.33 applies; for others it drops the schedule with a warning
 (vllm/config/vllm.py; playbooks/vllm/capabilities.csv, num_speculative_tokens_per_batch_size)."""
 
@@ -504,6 +508,7 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
     _task_note(ctx, steps)
+    _moe_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -511,6 +516,26 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
                  "the temperature rule sets")
     return steps
+
+
+def _moe_note(ctx: Context, steps: list[DecisionStep]) -> None:
+    """Name a mixture-of-experts target on the model-size rule: its size bucket is by total parameters,
+    but a step reads the active ones, and verifying t tokens reads the experts t tokens touch."""
+    m = ctx.model
+    step = next((s for s in steps if s.rule == "model_size"), None)
+    if step is None or not m.is_moe:
+        return
+    from specops.planner.perfmodel import experts_touched
+
+    chosen = ctx.chosen
+    t = (chosen.gamma + 1) if chosen is not None and chosen.method != "none" and chosen.gamma else 4
+    b = chosen.effective_batch if chosen is not None else ctx.request.batch_size
+    one, many = experts_touched(m, b), experts_touched(m, b * t)
+    step.input += f", moe: {m.active_b:g}B active of {m.params_b:g}B, top-{m.experts_per_token} of {m.experts} experts"
+    step.outcome += (f"; MoE target: a decode step reads the {m.active_b:g}B active parameters, not {m.params_b:g}B, "
+                     f"so drafting is relatively dearer than the size bucket says; verifying {t} tokens per sequence "
+                     f"at batch {b} touches ~{many:.0f} of {m.experts} experts per layer against ~{one:.0f} for one "
+                     "token (uniform routing, an upper bound), which the cost model counts")
 
 
 def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from specops.engines.argv import LaunchConfig, render_argv, speculative_config
 from specops.planner.perfmodel import Evaluation, break_even_rate
 from specops.planner.types import Alternative, DecisionStep, Memory, Plan, Predicted, VllmLaunch
+from specops.speculation import METHODS, needs_draft
 
 if TYPE_CHECKING:
     from specops.engines.spec import DeploymentSpec
@@ -31,7 +32,7 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
     quant = ONLINE_QUANT.get(req.quantization or "") if model.weight_bits > 8.5 or req.quantization == "fp8" else None
     return LaunchConfig(
         vllm_version=req.vllm_version, model=model.id, method=method,
-        draft_model=draft_id if method not in ("none", "ngram", "suffix", "mtp") else None,
+        draft_model=draft_id if needs_draft(method) else None,
         num_speculative_tokens=gamma if method != "none" else None,
         num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=kv,
         tensor_parallel_size=req.gpus, max_model_len=req.context_len + req.output_len,
@@ -80,7 +81,7 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
     if e.method != "none" and (e.prior_source.startswith("default") or "borrowed" in e.prior_source):
         ctx.warn(f"acceptance for {e.method} is not measured or published for this case ({e.prior_source}); "
                  "measure it before relying on the prediction")
-    if req.quantization and e.method in ("eagle", "eagle3", "medusa"):
+    if req.quantization and METHODS[e.method].family == "head":
         ctx.warn("the target is quantized but EAGLE/Medusa drafts are trained on the 16-bit target: acceptance can "
                  "drop (vllm#36223); measure it")
     if req.quantization and req.quantization not in ONLINE_QUANT:

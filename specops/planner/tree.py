@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specops.planner.types import DecisionStep
 
@@ -58,14 +58,6 @@ class Branch(_Strict):
     effects: Effects = Field(default_factory=Effects, description="Effect on the candidates.")
 
 
-class BugGuard(_Strict):
-    """A known-bug row that forbids a method × KV-dtype combination in the affected releases."""
-
-    bug: str = Field(description="Text identifying the bug row (issue number).")
-    method: str = Field(description="Method the bug hits.")
-    kv_prefix: str = Field(description="KV dtypes starting with this are forbidden with the method.")
-
-
 class Rule(_Strict):
     """One step of the tree."""
 
@@ -75,7 +67,10 @@ class Rule(_Strict):
     branches: list[Branch] | None = Field(None, description="Data branches (first match wins).")
     check: Literal["vllm_capabilities", "drafts", "kv_cache", "cost_model", "evidence"] | None = Field(
         None, description="Pipeline step run at this point.")
-    bug_guards: list[BugGuard] = Field(default_factory=list, description="Known-bug guards (vllm_capabilities).")
+
+
+CHECK_ORDER = ("vllm_capabilities", "drafts", "kv_cache", "cost_model", "evidence")
+"""The pipeline steps, each once and in this order: each reads what the one before it decided."""
 
 
 class DecisionTree(_Strict):
@@ -83,6 +78,28 @@ class DecisionTree(_Strict):
 
     version: int = Field(description="Schema version.")
     rules: list[Rule] = Field(description="Rules in evaluation order.")
+
+    @model_validator(mode="after")
+    def _vocabulary_and_order(self) -> DecisionTree:
+        from specops.errors import did_you_mean
+        from specops.speculation import PLANNED
+
+        ids = [r.id for r in self.rules]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"rule ids {dup} appear more than once. To fix: give every rule its own id")
+        for r in self.rules:
+            named = [m for b in r.branches or [] for m in (*b.effects.forbid, *b.effects.prefer)]
+            for m in named:
+                if m not in PLANNED:
+                    raise ValueError(f'rule "{r.id}" names method "{m}", which the planner does not know.'
+                                     f"{did_you_mean(m, PLANNED)} To fix: use one of {', '.join(PLANNED)}")
+        checks = [r.check for r in self.rules if r.check]
+        if checks != list(CHECK_ORDER):
+            raise ValueError(f"the pipeline steps are {checks}; they must be {list(CHECK_ORDER)}, each once and "
+                             "in that order (each reads what the one before decided). To fix: reorder the "
+                             "check rules")
+        return self
 
 
 @dataclass

@@ -10,16 +10,18 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Method = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none"]
-METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa", "none")
+from specops.speculation import METHODS as METHOD_TABLE
+from specops.speculation import PLANNED as METHODS
+from specops.speculation import Method
+
 Task = Literal["code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic"]
 TASKS: tuple[str, ...] = ("code", "math", "chat", "creative", "translation", "summarization", "rag", "agentic")
 Quantization = Literal["fp8", "int8", "awq", "gptq", "nvfp4"]
 QUANTIZATIONS: tuple[str, ...] = ("fp8", "int8", "awq", "gptq", "nvfp4")
 Objective = Literal["latency", "throughput"]
 # Methods whose draft is a separate set of weights (a head or a model), not the prompt or the target.
-DRAFT_WEIGHT_METHODS = ("eagle3", "eagle", "draft_model", "dflash", "medusa")
-SEPARATE_MODEL_METHODS = ("draft_model", "dflash")
+DRAFT_WEIGHT_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].draft_weights)
+SEPARATE_MODEL_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].family == "model")
 
 
 class _Strict(BaseModel):
@@ -43,7 +45,7 @@ class DraftRef(_Strict):
     """A public draft trained for a target."""
 
     id: str = Field(description="Hub id or folder of the draft.")
-    method: Literal["eagle3", "eagle", "draft_model", "dflash", "medusa"] = Field(description="vLLM method.")
+    method: Literal[DRAFT_WEIGHT_METHODS] = Field(description="vLLM method.")  # type: ignore[valid-type]
     generation: Literal["1", "2", "3", "3.1"] | None = Field(None, description="EAGLE generation.")
     params_b: float | None = Field(None, gt=0, description="Draft size (billions); heads default to one layer + LM head.")
     source: str = Field("", description="Where the draft is published.")
@@ -136,6 +138,8 @@ class RecommendRequest(_Strict):
 
     model: str = Field(description="Catalog name, hub id, or local Hugging Face folder.")
     params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters (billions) for unknown models.")
+    active_params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters active per "
+                                          "token (billions) for unknown mixture-of-experts models (with params_b).")
     quantization: Quantization | None = Field(None, description="Weight quantization: fp8, int8, awq, gptq, nvfp4.")
     gpu: str = Field(description="GPU catalog name (H100, A100-80GB, L4, cpu, ...).")
     gpus: int = Field(1, ge=1, le=64, description="GPUs (tensor parallel size).")

@@ -65,8 +65,8 @@ transactions are retried with backoff, so "database is locked" never reaches the
 from __future__ import annotations
 
 from specops.models import Finding
-from specops.registry.fleet import LeaseHeldError, Trend, TrendPoint
 from specops.registry.lineage import LineageReport
+from specops.registry.measurements import LeaseHeldError, Trend, TrendPoint
 from specops.registry.schema import (
     CalibrationPublic,
     DeploymentPublic,

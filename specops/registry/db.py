@@ -21,8 +21,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
@@ -198,13 +197,3 @@ def check_integrity(engine: Engine) -> None:
     if rows != ["ok"]:
         raise _corruption_error(engine, "; ".join(str(r) for r in rows))
     _checked_engines.add(engine)
-
-
-@contextmanager
-def write_connection(engine: Engine) -> Iterator[Connection]:
-    """A connection inside a write transaction (no retry: the caller's block is not re-runnable)."""
-    check_integrity(engine)
-    with engine.connect() as conn:
-        conn.execution_options(specops_write=True)
-        with conn.begin():
-            yield conn

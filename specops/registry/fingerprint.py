@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from specops.errors import ConfigFileError, InputError
+from specops.speculation import eagle_generation as eagle_markers
 
 BLOCK = 64 * 1024
 SAMPLES = 16
@@ -148,9 +149,10 @@ def config_facts(cfg: dict) -> dict:
         extras["verifier"] = verifier.get("name_or_path")
         extras["proposal_methods"] = [p.get("proposal_type") for p in spec.get("proposal_methods") or []
                                       if isinstance(p, dict)]
-    for marker in ("fc_norm", "norm_output"):
-        if marker in cfg:
-            extras[marker] = bool(cfg[marker])
+    kinds = " ".join(str(x) for x in (*(arch if isinstance(arch, list) else []), cfg.get("model_type"),
+                                      cfg.get("speculators_model_type"))).lower()
+    if "eagle" in kinds:  # the trainer's markers, recorded as read (specops.speculation.eagle_generation)
+        extras["eagle"] = eagle_markers(cfg).record()
     return {
         "architecture": str(arch[0]) if isinstance(arch, list) and arch else None,
         "model_type": cfg.get("model_type") or text.get("model_type"),
@@ -183,10 +185,10 @@ def infer_method(cfg_facts: dict) -> str | None:
 
 
 def eagle_generation(method: str, cfg_facts: dict) -> str | None:
+    """"3", "3.1" or None (cannot tell) for an eagle3 draft, from the markers config_facts recorded."""
     if method != "eagle3":
         return None
-    extras = cfg_facts.get("facts") or {}
-    return "3.1" if extras.get("fc_norm") or extras.get("norm_output") else "3"
+    return ((cfg_facts.get("facts") or {}).get("eagle") or {}).get("eagle_generation", "3")
 
 
 def looks_like_hub_id(text: str) -> bool:

@@ -15,7 +15,10 @@ Finding codes (severity error makes the pair incompatible, exit 1):
   verifier path that does not exist here (speculators#1065) / names another model.
 - ``UNVERIFIABLE`` (warning): a hub id without revision has no fingerprint to compare.
 - ``DRAFT_CHANGED`` (warning), ``FOLDER_MISSING`` (warning): the draft folder changed / is gone.
-- ``EAGLE_3_1`` (info): the draft carries EAGLE-3.1 normalisation (fc_norm / norm_output).
+- ``EAGLE_3_1`` (info): the draft is EAGLE 3.1 by its trainer's markers (specops.speculation.eagle_generation).
+- ``EAGLE_GENERATION_UNKNOWN`` (info): an eagle3 draft whose markers cannot tell 3 from 3.1.
+- ``EAGLE_NORM_MISMATCH`` (warning): a SpecForge 0.2.0 draft with norm_output (served with a norm it was
+  not trained with).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specops.models import EXIT_CODES, Finding, Outcome, verdict
-from specops.registry.schema import WEIGHTLESS_METHODS, DraftPublic, TargetPublic
+from specops.registry.schema import DraftPublic, TargetPublic
+from specops.speculation import WEIGHTLESS_METHODS
 
 
 class LineageReport(BaseModel):
@@ -197,9 +201,18 @@ def judge(target: TargetPublic, draft: DraftPublic, trained: TargetPublic, *, me
         if art.source_kind == "hub" and not art.fingerprint:
             findings.append(_f("UNVERIFIABLE", "warning", f"{art.ref} is a hub id without a revision: its weights "
                                "cannot be compared", f"re-register it as {art.source}@<commit>"))
+    eagle = (draft.facts or {}).get("eagle") or {}
     if draft.eagle_generation == "3.1":
-        findings.append(_f("EAGLE_3_1", "info", f"{draft.ref} is an EAGLE-3.1 head (fc_norm/norm_output); "
+        findings.append(_f("EAGLE_3_1", "info", f"{draft.ref} is an EAGLE-3.1 head ({eagle.get('generation_reason') or 'fc_norm'}); "
                            "serve it with method eagle3"))
+    elif draft.method == "eagle3" and draft.eagle_generation is None:
+        findings.append(_f("EAGLE_GENERATION_UNKNOWN", "info", f"{draft.ref}: EAGLE 3 or 3.1 cannot be told "
+                           f"({eagle.get('generation_reason') or 'no markers recorded'})",
+                           "record the trainer and its version with the draft (speculators writes speculators_version)"))
+    if eagle.get("norm_mismatch"):
+        findings.append(_f("EAGLE_NORM_MISMATCH", "warning", f"{draft.ref}: {eagle.get('generation_reason')}",
+                           "retrain with SpecForge after PR #879 or with speculators, or measure acceptance before "
+                           "trusting it"))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return LineageReport(target=target.ref, draft=draft.ref, method=method, vllm_version=vllm_version,

@@ -18,10 +18,13 @@ from pydantic import AfterValidator, ConfigDict
 from sqlalchemy import JSON, Index, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from specops.speculation import METHODS as METHOD_TABLE
+
+RECORDED_METHODS: tuple[str, ...] = tuple(m for m, info in METHOD_TABLE.items() if info.family not in ("none", "tooling"))
+"""What a draft row's method may be: every speculation method of the table (weightless ones included)."""
+Method = Literal[RECORDED_METHODS]  # type: ignore[valid-type]
+
 SourceKind = Literal["local", "hub", "none"]
-Method = Literal["eagle", "eagle3", "draft_model", "mtp", "medusa", "mlp_speculator", "ngram", "ngram_gpu",
-                 "suffix", "dflash", "dspark", "custom_class"]
-WEIGHTLESS_METHODS = ("ngram", "ngram_gpu", "suffix", "mtp")
 DeploymentStatus = Literal["pending", "starting", "running", "stopped", "failed", "adopted"]
 Granularity = Literal["raw", "hourly", "daily"]
 JobStatus = Literal["running", "succeeded", "failed", "expired"]
@@ -203,7 +206,7 @@ class MeasurementBase(_Validated):
 
 
 
-class Measurement(MeasurementBase, table=True):
+class MeasurementRow(MeasurementBase, table=True):
     __tablename__ = "measurement"
     __table_args__ = (Index("ix_measurement_deployment_end", "deployment_id", "window_end"),
                       Index("ix_measurement_end", "window_end"))
@@ -387,4 +390,4 @@ class CalibrationPublic(CalibrationBase):
         return f"{self.name}@{self.revision}"
 
 
-TABLES = (Target, Draft, Deployment, Measurement, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)
+TABLES = (Target, Draft, Deployment, MeasurementRow, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)

@@ -1,6 +1,6 @@
 """The Registry: targets, drafts, lineage checks, deployments and the event log.
 
-Measurements, validation runs and retraining jobs are in :mod:`specops.registry.fleet`; export,
+Measurements, validation runs and retraining jobs are in :mod:`specops.registry.measurements`; export,
 import and prune in :mod:`specops.registry.transfer`. Every public method is one transaction.
 """
 
@@ -21,7 +21,6 @@ from specops.models import Finding, check_deployment_name
 from specops.registry.db import transaction
 from specops.registry.lineage import LineageReport, judge, structural_findings
 from specops.registry.schema import (
-    WEIGHTLESS_METHODS,
     Deployment,
     DeploymentCreate,
     DeploymentPublic,
@@ -36,6 +35,7 @@ from specops.registry.schema import (
     TargetPublic,
     utcnow,
 )
+from specops.speculation import WEIGHTLESS_METHODS
 
 T = TypeVar("T")
 DEPLOYMENT_FIELDS = set(DeploymentCreate.model_fields) - {"name"}

@@ -20,7 +20,7 @@ from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from specops.errors import ConfigFileError, InputError
-from specops.registry.fleet import FleetMixin, aggregate
+from specops.registry.measurements import MeasurementsMixin, aggregate
 from specops.registry.migrations import MIGRATIONS
 from specops.registry.schema import (
     Deployment,
@@ -29,8 +29,8 @@ from specops.registry.schema import (
     DraftCreate,
     Event,
     EventCreate,
-    Measurement,
     MeasurementCreate,
+    MeasurementRow,
     RetrainJob,
     RetrainJobCreate,
     Target,
@@ -64,7 +64,7 @@ def _dump(row, drop: set[str]) -> dict:
     return json.loads(row.model_copy().model_dump_json(exclude=drop))
 
 
-class TransferMixin(FleetMixin):
+class TransferMixin(MeasurementsMixin):
     def export_data(self, *, with_events: bool = False) -> dict:
         def work(s: Session) -> dict:
             targets = s.exec(select(Target).order_by(Target.id)).all()
@@ -77,7 +77,7 @@ class TransferMixin(FleetMixin):
                              for d in s.exec(select(Draft).order_by(Draft.id)).all()]
             doc["deployments"] = [_dump(d, {"id"}) for d in deps]
             doc["measurements"] = [{**_dump(m, {"id", "deployment_id"}), "deployment": dname[m.deployment_id]}
-                                   for m in s.exec(select(Measurement).order_by(Measurement.id)).all()]
+                                   for m in s.exec(select(MeasurementRow).order_by(MeasurementRow.id)).all()]
             doc["validation_runs"] = [{**_dump(v, {"id", "deployment_id"}), "deployment": dname[v.deployment_id]}
                                       for v in s.exec(select(ValidationRun).order_by(ValidationRun.id)).all()]
             doc["retrain_jobs"] = [{**_dump(j, {"id", "deployment_id", "active_key"}),
@@ -112,7 +112,7 @@ class TransferMixin(FleetMixin):
                 s.add(row)
                 s.flush()
                 dids[row.name] = row.id
-            for key, table, create in (("measurements", Measurement, MeasurementCreate),
+            for key, table, create in (("measurements", MeasurementRow, MeasurementCreate),
                                        ("validation_runs", ValidationRun, ValidationRunCreate),
                                        ("retrain_jobs", RetrainJob, RetrainJobCreate)):
                 rows = []
@@ -147,11 +147,11 @@ class TransferMixin(FleetMixin):
 
         def work(s: Session) -> PruneReport:
             cut_h, cut_d, cut_x = now - raw_for, now - hourly_for, now - horizon
-            deleted = len(s.exec(select(Measurement.id).where(Measurement.window_end < cut_x)).all())
+            deleted = len(s.exec(select(MeasurementRow.id).where(MeasurementRow.window_end < cut_x)).all())
             if apply:
-                s.exec(delete(Measurement).where(Measurement.window_end < cut_x))
-            old = s.exec(select(Measurement).where(Measurement.window_end >= cut_x, Measurement.window_end < cut_h)
-                         .order_by(Measurement.id)).all()
+                s.exec(delete(MeasurementRow).where(MeasurementRow.window_end < cut_x))
+            old = s.exec(select(MeasurementRow).where(MeasurementRow.window_end >= cut_x, MeasurementRow.window_end < cut_h)
+                         .order_by(MeasurementRow.id)).all()
             daily = [m for m in old if m.window_end < cut_d and m.granularity != "daily"]
             hourly = [m for m in old if m.window_end >= cut_d and m.granularity == "raw"]
             daily_groups, hourly_groups = _group(daily, "day"), _group(hourly, "hour")
@@ -162,7 +162,7 @@ class TransferMixin(FleetMixin):
                             s.delete(m)
                         s.add(_fold(rows, gran))
                 s.flush()
-            remaining = len(s.exec(select(Measurement.id)).all())
+            remaining = len(s.exec(select(MeasurementRow.id)).all())
             if not apply:
                 remaining -= deleted + len(daily) + len(hourly) - len(daily_groups) - len(hourly_groups)
             return PruneReport(dry_run=not apply, now=now, deleted=deleted, to_hourly=len(hourly),
@@ -254,8 +254,8 @@ def _insert_models(s: Session, table, create_cls, items: list[dict], source: str
     return ids
 
 
-def _group(rows: list[Measurement], unit: str) -> dict[tuple, list[Measurement]]:
-    groups: dict[tuple, list[Measurement]] = {}
+def _group(rows: list[MeasurementRow], unit: str) -> dict[tuple, list[MeasurementRow]]:
+    groups: dict[tuple, list[MeasurementRow]] = {}
     for m in rows:
         key_t = m.window_end.replace(minute=0, second=0, microsecond=0)
         if unit == "day":
@@ -264,7 +264,7 @@ def _group(rows: list[Measurement], unit: str) -> dict[tuple, list[Measurement]]
     return groups
 
 
-def _fold(rows: list[Measurement], granularity: str) -> Measurement:
+def _fold(rows: list[MeasurementRow], granularity: str) -> MeasurementRow:
     nd = sum(m.num_drafts for m in rows)
     ndt = sum(m.num_draft_tokens for m in rows)
     na = sum(m.num_accepted_tokens for m in rows)
@@ -276,7 +276,7 @@ def _fold(rows: list[Measurement], granularity: str) -> Measurement:
         per_pos = [sum(m.per_position[i] * m.num_drafts for m in rows) / nd for i in range(k)]
     first = rows[0]
     n_rows = sum((m.extra or {}).get("aggregated_rows", 1) for m in rows)
-    return Measurement(deployment_id=first.deployment_id, window_start=min(m.window_start for m in rows),
+    return MeasurementRow(deployment_id=first.deployment_id, window_start=min(m.window_start for m in rows),
                        window_end=max(m.window_end for m in rows), acceptance_rate=rate, mean_acceptance_length=tau,
                        per_position=per_pos, num_drafts=nd, num_draft_tokens=ndt, num_accepted_tokens=na,
                        task=first.task, source=first.source, granularity=granularity,

@@ -91,7 +91,6 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
     the holder) when a job for this deployment is already running."""
     from specops.retrain.backends import TrainContext, get_backend
     from specops.retrain.prompts import data_sha256, split_heldout
-    from specops.settings import deployment_dir
 
     own = registry is None
     if own:
@@ -119,7 +118,9 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
         common = dict(deployment=deployment, backend=backend, target=target.ref,
                       incumbent=inc.ref if inc else None, heldout_prompts=len(held))
         if dry_run:
-            work = deployment_dir(deployment) / "retrain" / "dry-run"
+            from specops.engines.layout import DeploymentFolder
+
+            work = DeploymentFolder.of(deployment).retrain / "dry-run"
             ctx = TrainContext(work_dir=str(work), **base)
             commands = be.plan(ctx)
             result = TrainResult(backend=backend, output_dir=str(ctx.out_dir), commands=commands,
@@ -138,7 +139,6 @@ def _run(reg, be, base: dict, common: dict, held: list[str], inc_dir: str | None
          actor: str | None) -> RetrainOutcome:
     from specops.retrain.backends import TrainContext
     from specops.retrain.lease import signals_as_exceptions, take_lease
-    from specops.settings import deployment_dir
 
     deployment = base["deployment"]
     job = take_lease(reg, deployment, backend=be.name, reason=reason, params=base["params"],
@@ -146,7 +146,9 @@ def _run(reg, be, base: dict, common: dict, held: list[str], inc_dir: str | None
     status, message, draft_ref = "failed", "interrupted", None
     try:
         with signals_as_exceptions():
-            work = deployment_dir(deployment) / "retrain" / f"job-{job.id}"
+            from specops.engines.layout import DeploymentFolder
+
+            work = DeploymentFolder.of(deployment).retrain / f"job-{job.id}"
             work.mkdir(parents=True, exist_ok=True)
             ctx = TrainContext(work_dir=str(work), **base)
             result = be.run(ctx, _progress_writer(work / "progress.json", job.id))

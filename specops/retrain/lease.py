@@ -75,7 +75,7 @@ def take_lease(reg, deployment: str, *, backend: str, reason: str | None, params
                lease_seconds: int, actor: str | None = None):
     """Start a retraining job (the lease). A job whose holder process died on this host is ended as
     ``failed`` and taken over; a live holder makes this raise LeaseHeldError naming it."""
-    from specops.registry.fleet import LeaseHeldError
+    from specops.registry.measurements import LeaseHeldError
 
     kw = dict(backend=backend, reason=reason, params=params, holder=holder_id(), lease_seconds=lease_seconds,
               actor=actor)

@@ -20,13 +20,12 @@ import random
 from pathlib import Path
 
 from specops.errors import ConfigFileError, InputError
-from specops.settings import deployment_dir
-
-TRAFFIC_FILE = "prompts.jsonl"
 
 
 def traffic_path(deployment: str) -> Path:
-    return deployment_dir(deployment) / TRAFFIC_FILE
+    from specops.engines.layout import DeploymentFolder
+
+    return DeploymentFolder.of(deployment).traffic
 
 
 def _text(obj, path: Path, line: int) -> str:

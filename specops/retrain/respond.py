@@ -16,39 +16,17 @@ import sys
 
 def respond(endpoint: str, model: str, prompts: list[str], max_tokens: int, api_key: str | None = None,
             timeout: float = 600.0) -> list[dict]:
-    import httpx
+    """Each prompt's answer within ``timeout`` overall (specops.engines.client.VllmClient)."""
+    from specops.engines.client import VllmClient
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = VllmClient(endpoint, {"Authorization": f"Bearer {api_key}"} if api_key else {}, timeout)
     rows = []
-    with httpx.Client(base_url=endpoint.rstrip("/"), headers=headers, timeout=timeout) as client:
-        for i, text in enumerate(prompts):
-            r = _post_bounded(client, "/v1/chat/completions", {
-                "model": model, "messages": [{"role": "user", "content": text}], "temperature": 0,
-                "max_tokens": max_tokens}, timeout)
-            r.raise_for_status()
-            answer = r.json()["choices"][0]["message"]["content"] or ""
-            rows.append({"id": f"p{i}", "conversations": [{"role": "user", "content": text},
-                                                         {"role": "assistant", "content": answer}]})
+    for i, text in enumerate(prompts):
+        answer = client.chat({"model": model, "messages": [{"role": "user", "content": text}], "temperature": 0,
+                              "max_tokens": max_tokens})
+        rows.append({"id": f"p{i}", "conversations": [{"role": "user", "content": text},
+                                                     {"role": "assistant", "content": answer}]})
     return rows
-
-
-def _post_bounded(client, path: str, body: dict, deadline_s: float):
-    """POST within ``deadline_s`` overall, body capped at 16 MiB: httpx's timeout is per read, so a
-    server that drips bytes is cut off here (checked at each chunk; this job may not import
-    specops.metrics, whose exchange bounds it exactly)."""
-    import time
-
-    import httpx
-
-    t0 = time.monotonic()
-    with client.stream("POST", path, json=body) as r:
-        data = bytearray()
-        for chunk in r.iter_raw():  # raw: the Response below decodes by its headers, once
-            data += chunk
-            if time.monotonic() - t0 > deadline_s or len(data) > 16 * 1024 * 1024:
-                raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g}s (or over 16 MiB)",
-                                        request=r.request)
-        return httpx.Response(r.status_code, headers=r.headers, content=bytes(data), request=r.request)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-key-env", default=None, help="name of the env var holding the API key")
     args = ap.parse_args(argv)
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    rows = respond(args.endpoint, args.model, load_prompts(args.prompts), args.max_tokens, key)
+    from specops.errors import SpecopsError
+
+    try:
+        rows = respond(args.endpoint, args.model, load_prompts(args.prompts), args.max_tokens, key)
+    except SpecopsError as exc:  # one line, as every specops command reports bad input or a bad server
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return 2
     with open(args.out, "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")

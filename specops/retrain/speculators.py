@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from specops.engines.client import CHAT, route
 from specops.retrain.backends import TrainContext, package_versions
 from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
@@ -82,7 +83,7 @@ class SpeculatorsBackend(PipelineBackend):
         work = ctx.work_dir
         inp, data, ckpt = f"{work}/input", f"{work}/data", f"{work}/checkpoints"
         hs = (p.hidden_states_endpoint or p.endpoint).rstrip("/")
-        regen = ["speculators", "regenerate-responses", "--endpoint", p.endpoint.rstrip("/") + "/v1/chat/completions",
+        regen = ["speculators", "regenerate-responses", "--endpoint", route(p.endpoint, CHAT),
                  "--dataset", f"{inp}/prompts.jsonl", "--max-tokens", str(p.max_tokens),
                  "--sampling-params", json.dumps({"temperature": 0}), "--outfile", f"{work}/responses.jsonl",
                  "--seed", str(p.seed)]

@@ -161,10 +161,10 @@ class BenchMeasurer:
 
     async def _run(self, handle: EngineHandle, concurrency: int) -> Sample:
         from specops.benchmark.runner import run_once
-        from specops.benchmark.types import BenchOptions, Target
+        from specops.benchmark.types import BenchOptions, BenchTarget
 
         role = "baseline" if handle.config is not None and handle.config.method == "none" else "spec"
-        target = Target(role=role, endpoint=handle.endpoint, served_name=handle.served_name or None,
+        target = BenchTarget(role=role, endpoint=handle.endpoint, served_name=handle.served_name or None,
                         pid=handle.pid, api_key_env=self.api_key_env)
         model, workload = await self._prepare(handle, target)
         opts = BenchOptions(spec=target, workload=self.workload, concurrency=[concurrency], requests=self.requests,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specops.checks.thresholds import expected_tokens, leviathan_speedup, percentile, performance_floor
-from specops.metrics import alpha_from_tau
+from specops.checks.thresholds import leviathan_speedup, percentile, performance_floor
+from specops.speculation import alpha_from_tau, expected_tokens
 
 
 def test_a_healthy_eagle3_at_gamma_7_passes_the_seed_floor_on_alpha_not_on_rate():

@@ -79,6 +79,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r'"method": "', None),
     "specops recommend --model llama-3.1-8b --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
     "specops recommend --model llama-3.1-8b --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
+    "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100   # unknown MoE":
+        (0, r"moe: 3B active", None),
     "specops recommend --model llama-3.1-8b --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
         (0, r'"method":"eagle3".*"num_speculative_tokens":7', None),
     "specops recommend --model vicuna-7b --gpu A100-80GB --context-len 1024 --method medusa --vllm-version 0.32.0":

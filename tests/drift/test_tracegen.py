@@ -1,5 +1,6 @@
 from specops.drift.observe import Observation, Unseen
-from specops.drift.tracegen import DAY, TraceConfig, alpha_for_rate, generate, rate_of_alpha
+from specops.drift.tracegen import DAY, TraceConfig, generate
+from specops.speculation import alpha_from_rate, rate_of_alpha
 
 
 def test_the_same_seed_gives_the_same_trace():
@@ -25,7 +26,7 @@ def test_a_day_has_counter_resets_gaps_and_diurnal_load():
 
 def test_a_fifteen_point_drop_lowers_the_acceptance_rate_by_fifteen_points():
     base = 0.75
-    dropped = alpha_for_rate(rate_of_alpha(base, 3) - 0.15, 3)
+    dropped = alpha_from_rate(rate_of_alpha(base, 3) - 0.15, 3)
     assert abs(rate_of_alpha(base, 3) - rate_of_alpha(dropped, 3) - 0.15) < 1e-6
     trace = generate(TraceConfig(seed=2, noise_std=0, drop_at_s=1800, resets_per_day=0, gaps_per_day=0), 3600)
     obs = [o for o in trace if isinstance(o, Observation)]

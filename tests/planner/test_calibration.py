@@ -5,11 +5,11 @@ import pytest
 from specops.planner.calibration import (
     AcceptancePrior,
     calibrate,
-    expected_tokens,
     load_published,
     solve_alpha,
 )
 from specops.planner.types import MeasuredAcceptance
+from specops.speculation import expected_tokens
 
 
 def test_vllm_accepted_over_drafted_is_not_alpha():
@@ -22,7 +22,7 @@ def test_vllm_accepted_over_drafted_is_not_alpha():
 
 def test_expected_tokens_matches_leviathan_closed_form_without_decay():
     # (1 − 0.8⁶) / (1 − 0.8) = (1 − 0.262144) / 0.2 = 3.68928 = 1 + .8 + .64 + .512 + .4096 + .32768
-    assert expected_tokens(0.8, 1.0, 5) == pytest.approx(3.68928)
+    assert expected_tokens(0.8, 5, 1.0) == pytest.approx(3.68928)
 
 
 def test_the_vllm_issue_row_is_converted_through_tau_not_taken_as_alpha():

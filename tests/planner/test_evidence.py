@@ -60,11 +60,11 @@ def test_a_well_published_case_speculates_with_its_range_and_sources():
 
 
 def test_at_high_batch_a_range_below_1_means_no_speculation_unless_allowed():
-    plan = _plan(batch_size=128)  # no eagle3 row of a serving engine above batch 64: the range extrapolates
+    plan = _plan(batch_size=256)  # no eagle3 row of a serving engine above batch 64: the range extrapolates
     assert plan.method == "none" and plan.num_speculative_tokens is None
     step = plan.decision_path[-1]
     assert step.rule == "evidence" and "below 1" in step.outcome and "--allow-uncertain" in step.outcome
-    allowed = _plan(batch_size=128, allow_uncertain=True)
+    allowed = _plan(batch_size=256, allow_uncertain=True)
     assert allowed.method != "none" and allowed.predicted.speedup_low < 1
     assert any("may be slower than no speculation" in w for w in allowed.warnings)
 

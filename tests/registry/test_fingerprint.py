@@ -72,7 +72,9 @@ def test_speculators_and_eagle_3_1_markers_are_recorded(models):
     f = inspect_artifact(str(models("spec", arch="Eagle3Speculator", config_extra=cfg)))
     assert f["facts"]["verifier"] == "meta-llama/Llama-3.1-8B"
     assert f["facts"]["proposal_methods"] == ["eagle3"]
-    assert (f["facts"]["fc_norm"], f["facts"]["norm_output"]) == (True, False)
+    eagle = f["facts"]["eagle"]
+    assert (eagle["fc_norm"], eagle["norm_output"], eagle["trainer"]) == (True, False, "speculators")
+    assert eagle["eagle_generation"] == "3.1"
 
 
 def test_a_hub_cache_snapshot_records_its_commit(models):

@@ -74,9 +74,21 @@ def test_an_eagle_head_with_another_hidden_size_is_incompatible(reg, models):
     head = models("eagle", arch="LlamaForCausalLMEagle3", hidden=16, with_tokenizer=False,
                   vocab=reg.get_target("tiny").vocab_size, config_extra={"norm_output": True})
     d, _ = reg.register_draft(str(head), target="tiny@1")
-    assert (d.method, d.eagle_generation) == ("eagle3", "3.1")
+    # A SpecForge-layout head (LlamaForCausalLMEagle3) with norm_output is not an EAGLE 3.1 draft: SpecForge
+    # 0.2.0 used norm_output only while training, so vLLM serves it with a norm it was not trained with.
+    assert (d.method, d.eagle_generation) == ("eagle3", "3")
     codes = {f.code: f.severity for f in reg.check_lineage("tiny@1", d.ref).findings}
-    assert codes == {"HIDDEN_SIZE_MISMATCH": "error", "EAGLE_3_1": "info"}
+    assert codes == {"HIDDEN_SIZE_MISMATCH": "error", "EAGLE_NORM_MISMATCH": "warning"}
+
+
+def test_an_fc_norm_head_is_eagle_3_1_in_lineage(reg, models):
+    reg.register_target(str(models("target")), name="tiny", version="1")
+    head = models("eagle31", arch="Eagle3Speculator", with_tokenizer=False, vocab=reg.get_target("tiny").vocab_size,
+                  config_extra={"speculators_model_type": "eagle3", "speculators_version": "0.9.0", "fc_norm": True})
+    d, _ = reg.register_draft(str(head), target="tiny@1")
+    assert (d.method, d.eagle_generation) == ("eagle3", "3.1")
+    assert d.facts["eagle"]["trainer_version"] == "0.9.0"
+    assert "EAGLE_3_1" in {f.code for f in reg.check_lineage("tiny@1", d.ref).findings}
 
 
 def test_a_method_removed_from_the_chosen_vllm_is_unsupported(reg, models):

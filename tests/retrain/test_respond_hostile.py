@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 import pytest
 
+from specops.errors import MeasurementError
 from specops.retrain.respond import respond
 from tests.metrics.hostile import HostileServer
 
@@ -28,7 +28,7 @@ def test_respond_cuts_off_a_dripping_server_at_the_deadline():
     s = HostileServer({"/v1/chat/completions": (200, ANSWER)}, drip_s=0.5, content_type="application/json")
     t0 = time.monotonic()
     try:
-        with pytest.raises(httpx.ReadTimeout, match="within 2s"):
+        with pytest.raises(MeasurementError, match="2s"):
             respond(s.url, "tiny", ["hi"], 8, timeout=2.0)
     finally:
         s.close()

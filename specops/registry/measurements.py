@@ -15,9 +15,9 @@ from specops.errors import InputError, RegistryError
 from specops.models import Finding
 from specops.registry.schema import (
     Deployment,
-    Measurement,
     MeasurementCreate,
     MeasurementPublic,
+    MeasurementRow,
     RetrainJob,
     RetrainJobCreate,
     RetrainJobPublic,
@@ -28,6 +28,7 @@ from specops.registry.schema import (
     utcnow,
 )
 from specops.registry.store import DeploymentsMixin, _validate, _validated
+from specops.speculation import Acceptance
 
 _MEASUREMENTS = TypeAdapter(list[MeasurementPublic])
 
@@ -61,12 +62,11 @@ class Trend(BaseModel):
 
 
 def aggregate(num_drafts: int, num_draft_tokens: int, num_accepted: int) -> tuple[float | None, float | None]:
-    rate = num_accepted / num_draft_tokens if num_draft_tokens else None
-    tau = 1 + num_accepted / num_drafts if num_drafts else None
-    return rate, tau
+    acc = Acceptance(num_drafts, num_draft_tokens, num_accepted)
+    return acc.rate, acc.tau
 
 
-class FleetMixin(DeploymentsMixin):
+class MeasurementsMixin(DeploymentsMixin):
     # --- measurements ----------------------------------------------------------------------------
 
     def record_measurement(self, deployment: str, *, window_start, window_end, acceptance_rate: float | None,
@@ -82,7 +82,7 @@ class FleetMixin(DeploymentsMixin):
                 extra=extra))
             if create.window_end < create.window_start:
                 raise InputError("measurement window ends before it starts", "pass window_start <= window_end")
-            row = _validated(Measurement, create)
+            row = _validated(MeasurementRow, create)
             s.add(row)
             s.flush()
             return _mpublic(row, deployment)
@@ -93,7 +93,7 @@ class FleetMixin(DeploymentsMixin):
 
         One index seek per deployment (ix_measurement_deployment_end); rows are read as plain tuples
         (no ORM objects), which keeps 1,000 deployments well under 50 ms (bench/registry_bench.py)."""
-        m = Measurement.__table__
+        m = MeasurementRow.__table__
         latest = (select(m.c.id).where(m.c.deployment_id == Deployment.id)
                   .order_by(m.c.window_end.desc(), m.c.id.desc()).limit(1).correlate(Deployment).scalar_subquery())
         # Raw column values (ISO strings / JSON text on SQLite) are parsed by pydantic-core in one
@@ -120,12 +120,12 @@ class FleetMixin(DeploymentsMixin):
         """Newest first."""
         def work(s: Session) -> list[MeasurementPublic]:
             dep = self._dep(s, deployment)
-            q = select(Measurement).where(Measurement.deployment_id == dep.id)
+            q = select(MeasurementRow).where(MeasurementRow.deployment_id == dep.id)
             if since:
-                q = q.where(Measurement.window_end >= to_utc(since))
+                q = q.where(MeasurementRow.window_end >= to_utc(since))
             if until:
-                q = q.where(Measurement.window_end <= to_utc(until))
-            rows = s.exec(q.order_by(Measurement.window_end.desc(), Measurement.id.desc()).limit(limit)).all()
+                q = q.where(MeasurementRow.window_end <= to_utc(until))
+            rows = s.exec(q.order_by(MeasurementRow.window_end.desc(), MeasurementRow.id.desc()).limit(limit)).all()
             return [_mpublic(r, deployment) for r in rows]
         return self._tx(work, write=False)
 
@@ -139,10 +139,10 @@ class FleetMixin(DeploymentsMixin):
 
         def work(s: Session):
             dep = self._dep(s, deployment)
-            q = (select(Measurement.window_end, Measurement.num_drafts, Measurement.num_draft_tokens,
-                        Measurement.num_accepted_tokens)
-                 .where(Measurement.deployment_id == dep.id, Measurement.window_end >= since,
-                        Measurement.window_end <= until))
+            q = (select(MeasurementRow.window_end, MeasurementRow.num_drafts, MeasurementRow.num_draft_tokens,
+                        MeasurementRow.num_accepted_tokens)
+                 .where(MeasurementRow.deployment_id == dep.id, MeasurementRow.window_end >= since,
+                        MeasurementRow.window_end <= until))
             return s.exec(q).all()
         rows = self._tx(work, write=False)
         sums: dict[datetime, list[int]] = {}
@@ -265,7 +265,7 @@ class FleetMixin(DeploymentsMixin):
         return self._tx(work, write=False)
 
 
-def _mpublic(row: Measurement, deployment: str) -> MeasurementPublic:
+def _mpublic(row: MeasurementRow, deployment: str) -> MeasurementPublic:
     return MeasurementPublic.model_validate({**row.model_dump(exclude={"deployment_id"}), "deployment": deployment})
 
 
