@@ -33,7 +33,7 @@ test-kube: venv
 	SPECOPS_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q -m kube_apiserver tests/k8s
 
 # Every monitor action, `specops restart` and heal's hand-over/rollback on one real CPU engine (eight
-# engine starts in sequence, ≈ 10 min on 2 cores). Kept out of `make test` (45-minute budget); CI runs it.
+# engine starts in sequence, ≈ 22 min on 2 loaded cores). Kept out of `make test` (45-minute budget); CI runs it.
 test-actions: venv
 	$(BIN)/python -m pytest -q -m actions tests/engines/test_actions_engine.py
 
