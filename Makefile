@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-kube test-actions test-fast check-markers bench lint clean
+.PHONY: venv demo test test-kube test-long test-fast test-shuffled check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -32,13 +32,20 @@ test-kube: venv
 	bash scripts/kube.sh build
 	SPECOPS_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q -m kube_apiserver tests/k8s
 
-# Every monitor action, `specops restart` and heal's hand-over/rollback on one real CPU engine (eight
-# engine starts in sequence, ≈ 22 min on 2 loaded cores). Kept out of `make test` (45-minute budget); CI runs it.
-test-actions: venv
-	$(BIN)/python -m pytest -q -m actions tests/engines/test_actions_engine.py
+# Real-engine runs of several minutes each (tune's leave-one-config-out fit; the monitor's actions, restart,
+# heal's hand-over and rollback on one engine): kept out of `make test` (45 min limit); CI runs them.
+test-long: venv
+	bash scripts/services.sh
+	$(BIN)/python -m pytest -q -m long
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver and not actions"
+	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver"
+
+# The fast selection in a random order (SEED=random picks one; the run prints it; rerun a failure with
+# `make test-shuffled SEED=<that seed>`): every test must pass whatever ran before it.
+SEED ?= random
+test-shuffled: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver" --shuffle=$(SEED)
 
 check-markers: venv
 	bash scripts/check_markers.sh

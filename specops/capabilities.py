@@ -31,6 +31,38 @@ def parse_version(text: str) -> Version:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+RELEASES: tuple[Version, ...] = tuple(sorted({parse_version(v) for v in (
+    "0.1.0 0.1.1 0.1.2 0.1.3 0.1.4 0.1.5 0.1.6 0.1.7 0.2.0 0.2.1 0.2.2 0.2.3 0.2.4 0.2.5 0.2.6 0.2.7 0.3.0 0.3.1 "
+    "0.3.2 0.3.3 0.4.0 0.4.1 0.4.2 0.4.3 0.5.0 0.5.1 0.5.2 0.5.3 0.5.4 0.5.5 0.6.0 0.6.1 0.6.2 0.6.3 0.6.4 0.6.5 "
+    "0.6.6 0.7.0 0.7.1 0.7.2 0.7.3 0.8.0 0.8.1 0.8.2 0.8.3 0.8.4 0.8.5 0.9.0 0.9.1 0.9.2 0.10.0 0.10.1 0.10.2 "
+    "0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1 0.18.0 0.18.1 0.19.0 "
+    "0.19.1 0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 "
+    "0.29.0 0.30.0 0.31.0 0.32.0 0.33.0").split()}))
+"""Every vLLM release (X.Y.Z; .postN and 0.9.0.1-style re-uploads fold into their X.Y.Z), from the PyPI
+index (`pip index versions vllm`, read 2026-12-01). The capability table covers 0.2.0 onwards."""
+
+OLDEST_TABLED: Version = (0, 2, 0)
+
+
+def released_version(text: str) -> Version:
+    """:func:`parse_version`, and refuse what was never released: anything newer than the newest release
+    in :data:`RELEASES`, older than the capability table (0.2.0), or an X.Y.Z missing from the release list
+    (e.g. 0.8.9; the fix names that minor's releases)."""
+    v = parse_version(text)
+    newest = RELEASES[-1]
+    if v > newest:
+        raise InputError(f"vLLM {text} is newer than the newest release specops knows ({format_version(newest)})",
+                         f"use --vllm-version {format_version(newest)} or older (update specops for newer releases)")
+    if v < OLDEST_TABLED:
+        raise InputError(f"vLLM {text} is older than the capability table (it starts at 0.2.0)",
+                         "use --vllm-version 0.2.0 or newer")
+    if v not in RELEASES:
+        same = [format_version(r) for r in RELEASES if r[:2] == v[:2]]
+        fix = f"use one of {', '.join(same)}" if same else f"use a released version, e.g. {format_version(newest)}"
+        raise InputError(f"vLLM {format_version(v)} was never released", fix)
+    return v
+
+
 def format_version(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
@@ -49,6 +81,7 @@ WHEN_KEYS: dict[str, tuple[str, ...] | None] = {
     "kv_connector": ("none", "any"),
     "vocab": ("match", "mismatch"),  # draft vs target vocabulary
     "schedule": ("on", "off"),       # a per-batch γ schedule
+    "draft_kv_dtype": ("inherit", "auto", "other"),  # speculative_config.kv_cache_dtype (unset: inherit)
 }
 """What a bug row's ``when`` may test, and the values each key takes (None: checked against the method
 table or the kv_dtype rows). A fact the caller does not know leaves the row "may apply"."""

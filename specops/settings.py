@@ -60,6 +60,23 @@ KNOWN_SETTINGS = ("db", "gpu", "interval", "leader_lease", "leader_lease_seconds
 in config.yaml outside this list is refused with "did you mean" (a typo would otherwise be ignored)."""
 
 
+TEXT_SETTINGS = ("db", "gpu", "metrics_addr", "namespace", "pod_name", "policy", "profile", "prometheus_ca_file",
+                 "prometheus_token_file", "prometheus_url", "retrain_data", "vllm_version")
+"""Settings whose config.yaml value must be text. YAML reads `vllm_version: 0.30` as the float 0.3 (and
+`gpu: 4090` as a number): such a value is refused with "quote it", never read as something else."""
+
+
+def _typed(key: str, value: Any, path: Path, lines: dict | None = None) -> Any:
+    if key in TEXT_SETTINGS and value is not None and not isinstance(value, str):
+        from specops.errors import ConfigFileError
+
+        kind = type(value).__name__
+        example = "0.33.0" if key == "vllm_version" else str(value)
+        raise ConfigFileError(f"{key}: {value!r} is read as a {kind}, not text (YAML turns 0.30 into 0.3)",
+                              f'quote it: {key}: "{example}"', path=str(path))
+    return value
+
+
 def _config_file_values() -> dict[str, Any]:
     path = specops_home() / "config.yaml"
     if not path.is_file():
@@ -84,7 +101,7 @@ def _config_file_values() -> dict[str, Any]:
                         None)
             raise ConfigFileError(f'unknown setting "{key}".{did_you_mean(key, KNOWN_SETTINGS)}',
                                   "remove it or use one of: " + ", ".join(KNOWN_SETTINGS), path=str(path), line=line)
-    return values
+    return {k: _typed(k, v, path) for k, v in values.items()}
 
 
 def setting(name: str, flag_value: Any = None, default: Any = None) -> Any:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Family = Literal["head", "native", "model", "model_free", "custom", "none", "tooling"]
+Drafting = Literal["sequential", "parallel", "lookup", "none"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,11 @@ class MethodInfo:
     """How it drafts, in one line."""
     modelled: bool
     """True: the planner's performance model predicts it (recommend can pick it)."""
+    drafting: Drafting = "sequential"
+    """sequential: one draft forward per token; parallel: all γ positions in one pass (Medusa heads,
+    DFlash/DSpark blocks); lookup: no model (prompt/suffix matching); none: no drafts."""
     schedule_on_v1: bool = False
     """vLLM 0.33 keeps a per-batch γ schedule for it on Model Runner V1 (vllm/config/vllm.py)."""
-    prompt_drafted: bool = False
-    """True: drafts by looking up the prompt/output (no model); draft length varies step by step."""
     v0: bool = False
     """Served by the V0 engine's ``--speculative-model`` (vLLM before 0.8.2; the method is implied by the
     draft: ``[ngram]``, a draft LM, or a head whose config names its type)."""
@@ -56,20 +58,20 @@ METHODS: dict[str, MethodInfo] = {m.name: m for m in (
     MethodInfo("draft_model", "model", True, False, "a smaller LM of the same vocabulary, autoregressively",
                True, schedule_on_v1=True, v0=True),
     MethodInfo("ngram", "model_free", False, False, "prompt lookup: the continuation of the longest n-gram "
-               "match in the context", True, schedule_on_v1=True, prompt_drafted=True, v0=True),
+               "match in the context", True, schedule_on_v1=True, v0=True, drafting="lookup"),
     MethodInfo("ngram_gpu", "model_free", False, False, "prompt lookup on the GPU", False,
-               prompt_drafted=True),
+               drafting="lookup"),
     MethodInfo("suffix", "model_free", False, False, "suffix trees over the prompt and earlier outputs "
-               "(arctic-inference)", True, prompt_drafted=True),
+               "(arctic-inference)", True, drafting="lookup"),
     MethodInfo("dflash", "model", True, True, "a block-diffusion draft, all positions in parallel", True,
-               schedule_on_v1=True),
-    MethodInfo("dspark", "model", True, True, "a parallel draft (Model Runner V2 only)", False),
-    MethodInfo("medusa", "head", True, True, "Medusa heads on the last hidden state (removed in 0.33.0)", True, v0=True),
+               schedule_on_v1=True, drafting="parallel"),
+    MethodInfo("dspark", "model", True, True, "a parallel draft (Model Runner V2 only)", False, drafting="parallel"),
+    MethodInfo("medusa", "head", True, True, "Medusa heads on the last hidden state (removed in 0.33.0)", True, v0=True, drafting="parallel"),
     MethodInfo("mlp_speculator", "head", True, True, "IBM MLP speculator (V0 engine only)", False, v0=True),
-    MethodInfo("custom_class", "custom", True, False, "a proposer class named by import path", False),
+    MethodInfo("custom_class", "custom", True, False, "a proposer class named by import path", False, drafting="none"),
     MethodInfo("extract_hidden_states", "tooling", False, True, "not a speedup: captures hidden states "
-               "for draft training", False),
-    MethodInfo("none", "none", False, False, "no speculation", True),
+               "for draft training", False, drafting="none"),
+    MethodInfo("none", "none", False, False, "no speculation", True, drafting="none"),
 )}
 
 ALIASES: dict[str, str] = {"eagle3.1": "eagle3", "eagle31": "eagle3", "eagle-3": "eagle3", "eagle-3.1": "eagle3"}
@@ -81,11 +83,20 @@ Method = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "df
 PLANNED: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.modelled)
 DRAFT_WEIGHT_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.draft_weights)
 SCHEDULE_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.schedule_on_v1)
-PROMPT_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.prompt_drafted)
+PROMPT_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.drafting == "lookup")
+"""Drafts by looking up the prompt/output (no model); the draft length varies step by step."""
 SEPARATE_MODEL_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.family == "model")
 WEIGHTLESS_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values()
                                             if not m.draft_weights and m.family not in ("none", "tooling"))
 """Speculation without draft weights of its own (prompt lookup, the target's MTP layers)."""
+
+
+DRAFT_CONFIG_TYPES: dict[str, str] = {"eagle3": "eagle3", "peagle": "eagle3", "dflash": "dflash", "dspark": "dspark",
+                                      "medusa": "medusa", "mlp_speculator": "mlp_speculator"}
+"""Words in a draft's config (``speculators_model_type``, proposal types, architecture, model_type) →
+the method vLLM serves it with, tried in this order (substring match: dflash2 is dflash; P-EAGLE's
+``peagle`` is eagle3 with parallel drafting). vLLM reads types eagle3, peagle, dflash, dflash2, dspark
+(reference, speculators)."""
 
 
 def canonical(name: str) -> str:

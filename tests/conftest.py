@@ -19,6 +19,52 @@ settings.register_profile("specops", deadline=None)
 settings.load_profile("specops")
 
 
+# --- random test order (opt in): every test must pass in any order -----------------------------
+
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", metavar="SEED", default=os.environ.get("SPECOPS_TEST_SHUFFLE"),
+                     help="run the collected tests in a random order drawn from SEED (an integer; 'random' "
+                          "picks one and prints it). Also: env SPECOPS_TEST_SHUFFLE=SEED.")
+
+
+def _shuffle_seed(config) -> int | None:
+    raw = config.getoption("--shuffle")
+    if raw in (None, ""):
+        return None
+    if raw == "random":
+        import random
+
+        return random.SystemRandom().randrange(1, 10**6)
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--shuffle={raw!r} is not an integer seed. To fix: pass --shuffle=1234 "
+                                "(or --shuffle=random)") from None
+
+
+def pytest_configure(config):
+    config._specops_shuffle_seed = _shuffle_seed(config)
+
+
+def pytest_report_header(config):
+    seed = getattr(config, "_specops_shuffle_seed", None)
+    return None if seed is None else f"specops: tests shuffled with --shuffle={seed} (rerun with the same seed)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    seed = getattr(config, "_specops_shuffle_seed", None)
+    if seed is not None:  # shown with -q too: a failure in a shuffled run is only useful with its seed
+        terminalreporter.write_line(f"specops: this run was shuffled with --shuffle={seed}")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    seed = getattr(config, "_specops_shuffle_seed", None)
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(items)  # whole-suite order, across files and classes
+
+
 @pytest.fixture(autouse=True)
 def specops_home(tmp_path, monkeypatch):
     home = tmp_path / "specops-home"

@@ -104,8 +104,8 @@ def _defs():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 out.append((mod, node, node.name))
-            elif isinstance(node, ast.Assign):
-                for t in node.targets:
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                     if isinstance(t, ast.Name):
                         out.append((mod, node, t.id))
     return out
@@ -150,7 +150,8 @@ def _method_lists() -> list[str]:
 
 def test_one_method_table():
     assert _method_lists() == [], "method names listed outside specops/speculation.py"
-    assigned = [m for m, node, name in _defs() if name in ("METHODS", "Method") and isinstance(node, ast.Assign)
+    assigned = [m for m, node, name in _defs() if name in ("METHODS", "Method")
+                and isinstance(node, (ast.Assign, ast.AnnAssign))
                 and isinstance(node.value, (ast.Dict, ast.DictComp, ast.Subscript))
                 and "RECORDED_METHODS" not in ast.unparse(node.value)]
     assert assigned == ["speculation.py", "speculation.py"], assigned

@@ -21,13 +21,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from specops.benchmark import bench
 from specops.benchmark.types import BenchOptions, BenchResult, BenchTarget
 from specops.errors import InputError
 from specops.metrics import measure_endpoint, measure_prometheus, parse_duration
 from specops.metrics.types import Measurement
+from specops.models import Strict
 
 
 def registered(name: str):
@@ -180,9 +181,7 @@ def _task(workload: str) -> str:
 
 # --- doctor ------------------------------------------------------------------------------------
 
-class DoctorCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DoctorCheck(Strict):
     name: str = Field(description="What was checked.")
     status: Literal["ok", "problem", "info"] = Field(description="ok, problem (exit 1) or info.")
     detail: str = Field(description="What was found.")

@@ -43,7 +43,7 @@ def build_request(**values: Any) -> RecommendRequest:
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"--{key.replace('_', '-')} must be a finite number, got {value}", "give a number")
     try:
-        return RecommendRequest(**values)
+        request = RecommendRequest(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err.get("loc") else "input"
@@ -51,6 +51,25 @@ def build_request(**values: Any) -> RecommendRequest:
         msg = err.get("msg", "invalid value").removeprefix("Value error, ")
         got = values.get(key)
         raise InputError(f"{flag} {got}: {msg}", f"give {flag} a valid value (see `specops recommend --help`)") from None
+    precheck(request)
+    return request
+
+
+def precheck(request: RecommendRequest) -> None:
+    """The checks that need only the catalogs (released vLLM version, GPU and model names, --quantization's
+    checkpoint, tensor-parallel size), before the planner and what this installation learned are loaded:
+    a mistyped name costs little."""
+    from specops.capabilities import released_version
+    from specops.planner.catalog import load_catalogs
+
+    released_version(request.vllm_version)
+    cat = load_catalogs()
+    cat.gpu(request.gpu)
+    model = cat.model(request.model, params_b=request.params_b, quantization=request.quantization,
+                      active_params_b=request.active_params_b)
+    from specops.planner.recommend import check_tensor_parallel
+
+    check_tensor_parallel(model, request.gpus)
 
 
 def recommend_with_defaults(request: RecommendRequest, calibration: str | None = None,
@@ -63,7 +82,7 @@ def recommend_with_defaults(request: RecommendRequest, calibration: str | None =
       request (and only on the hardware it was measured on, i.e. ``--gpu cpu`` for CPU runs).
     The plan's ``learned_from`` says which were used and how many samples stand behind them.
     """
-    from specops.planner.calibration import default_priors
+    from specops.planner.priors import default_priors
     from specops.planner.recommend import recommend
 
     priors = default_priors()
@@ -111,12 +130,12 @@ def _registry_priors(notes: list[str]) -> list:
 
 
 def _calibration_for(request: RecommendRequest, name: str | None):
+    if not name and str(request.gpu).lower() != "cpu":  # calibrations measured here are CPU runs
+        return None
     from specops.tune.calibration import load_calibration, newest_calibration
 
     if name:
         return load_calibration(name)
-    if str(request.gpu).lower() != "cpu":  # calibrations measured here are CPU runs
-        return None
     return newest_calibration(model=request.model)
 
 
@@ -125,4 +144,16 @@ def deployment_yaml(plan: Plan, name: str | None = None) -> str:
     from specops.engines.spec import dump_spec
     from specops.planner.render import to_deployment
 
-    return dump_spec(to_deployment(plan, name))
+    return decision_comments(plan) + dump_spec(to_deployment(plan, name))
+
+
+def decision_comments(plan: Plan) -> str:
+    """YAML comment lines above the spec: a one-line summary of the decision and every warning (the spec
+    loads the same with or without them)."""
+    p = plan.predicted
+    what = "no speculation" if plan.method == "none" else f"{plan.method} γ={plan.num_speculative_tokens}"
+    rng = f" (range {p.speedup_low:.2f}-{p.speedup_high:.2f}x)" if p.speedup_low is not None else ""
+    lines = [f"specops recommend: {what}, KV {plan.kv_cache_dtype}, on {plan.gpus}x {plan.gpu}: predicted "
+             f"{p.speedup:.2f}x{rng}, TPOT {p.tpot_ms:.1f} ms at batch {p.effective_batch}"]
+    lines += [f"warning: {w}" for w in plan.warnings]
+    return "".join("# " + " ".join(line.split()) + "\n" for line in lines)

@@ -16,22 +16,23 @@ import platform
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, field_validator
 
 from specops.errors import InputError
+from specops.models import Strict
 from specops.tune.calibration import check_name, fit_calibration, save_calibration
 from specops.tune.plan import GridOptions, config_order, plan_grid
 from specops.tune.report import build_report
 from specops.tune.runner import Deployer, Measurer, Progress, RunOutcome, run_grid
 from specops.tune.store import PointStore, new_run_id
-from specops.tune.types import Calibration, TuneReport
+from specops.tune.types import TuneCalibration, TuneReport
 
 
-class TuneOptions(BaseModel):
+class TuneOptions(Strict):
     """Everything one tune run needs (stored in the run's run.json, so --resume needs nothing else)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="Target model folder or id (for the report and the calibration).")
     draft: str | None = Field(None, description="Draft folder for draft_model / eagle*.")
@@ -59,13 +60,26 @@ class TuneOptions(BaseModel):
     cpus: list[int] | None = Field(None, min_length=1, description="Pin local engines and the load generator to "
                                    "these CPUs (steadier numbers on a small shared box).")
     api_key_env: str | None = Field(None, description="Env var with the API key of remote engines.")
+    cost_fit: Literal["auto", "synthetic", "joint"] = Field(
+        "auto", description="How the step cost is fitted: synthetic (extra runs per method and γ at set acceptance "
+        "through vLLM's synthetic rejection sampler; cost from those, acceptance from the standard runs), joint "
+        "(both from the standard runs), auto (synthetic where the installed vLLM runs it). Stored resolved.")
+    synthetic_rates: list[float] = Field(default_factory=lambda: [0.3, 0.8], min_length=1,
+                                         description="α of the synthetic cost runs (per-position rates α, α², …).")
+
+    @field_validator("synthetic_rates")
+    @classmethod
+    def _rates(cls, v: list[float]) -> list[float]:
+        if any(not 0 < a <= 1 for a in v):
+            raise ValueError("synthetic rates must be in (0, 1]")
+        return sorted(set(v))
 
 
 @dataclass
 class TuneResult:
     run_id: str
     outcome: RunOutcome
-    calibration: Calibration | None  # as stored (``.ref`` is NAME@REVISION)
+    calibration: TuneCalibration | None  # as stored (``.ref`` is NAME@REVISION)
     report: TuneReport | None
     options: TuneOptions | None = None  # what the run measured (the stored options on --resume)
 
@@ -87,7 +101,9 @@ def hardware() -> str:
 
 def grid_options(opts: TuneOptions) -> GridOptions:
     methods = list(dict.fromkeys(["none", *opts.methods]))
+    rates = opts.synthetic_rates if opts.cost_fit == "synthetic" else []
     return GridOptions(methods=methods, gammas=opts.gammas, concurrency=opts.concurrency, draft=opts.draft,
+                       synthetic_rates=rates,
                        passes=opts.passes, inner_repeats=opts.inner_repeats, budget_s=opts.budget_s,
                        restart_s=opts.restart_s, run_s=opts.run_s)
 
@@ -176,7 +192,39 @@ def deployment_name(run_id: str) -> str:
     return f"tune-{run_id}".lower()[:63].rstrip("-")
 
 
-def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneOptions, PointStore]:
+JOINT_LEAK = "step cost fitted jointly with acceptance from the standard runs (acceptance noise may leak into the cost)"
+
+
+def resolve_cost_fit(opts: TuneOptions, support, injected: bool = False) -> tuple[TuneOptions, str]:
+    """``opts`` with ``cost_fit`` resolved to synthetic or joint, and the sentence the report and the
+    calibration carry. ``support`` is a :class:`~specops.tune.synthetic.SyntheticSupport` (None: read the
+    installed vLLM, or, with ``injected`` engines, unknown)."""
+    if opts.cost_fit == "joint":
+        return opts, f"{JOINT_LEAK}: --cost-fit joint was asked for"
+    why = None
+    if opts.endpoints:
+        why = "remote engines are measured as they run (tune cannot restart them with the synthetic rejection sampler)"
+    elif support is None and injected:
+        why = "the engines were given to tune, so whether they run the synthetic rejection sampler is unknown"
+    else:
+        if support is None:
+            from specops.tune.synthetic import installed_support
+
+            support = installed_support()
+        if support.supported:
+            rates = ", ".join(f"{a:g}" for a in opts.synthetic_rates)
+            return (opts.model_copy(update={"cost_fit": "synthetic"}),
+                    f"step cost fitted from the baseline and synthetic runs at α = {rates} (acceptance fixed by "
+                    f"vLLM's synthetic rejection sampler; {support.reason}); acceptance from the standard runs")
+        why = support.reason
+    if opts.cost_fit == "synthetic":
+        raise InputError(f"--cost-fit synthetic is not possible here: {why}",
+                         "use --cost-fit auto (falls back to the joint fit) or an engine that runs it")
+    return opts.model_copy(update={"cost_fit": "joint"}), f"{JOINT_LEAK}: {why}"
+
+
+def start_or_resume(opts: TuneOptions | None, resume: str | None,
+                    cost_fit_note: str | None = None) -> tuple[TuneOptions, PointStore]:
     if resume:
         store = PointStore(resume)
         stored = TuneOptions.model_validate(store.meta()["options"])  # NotFoundError names known runs
@@ -187,22 +235,28 @@ def start_or_resume(opts: TuneOptions | None, resume: str | None) -> tuple[TuneO
     if opts.name:
         check_name(opts.name)
     store.create({"options": opts.model_dump(mode="json"), "engine_version": engine_version(),
-                  "hardware": hardware(), "created": time.time()})
+                  "hardware": hardware(), "created": time.time(), "cost_fit_note": cost_fit_note})
     return opts, store
 
 
 def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer: Deployer | None = None,
          measurer: Measurer | None = None, progress: Progress | None = None, clock=time.monotonic,
-         fit: bool = True, measure: bool = True, budget_s: float | None = None) -> TuneResult:
+         fit: bool = True, measure: bool = True, budget_s: float | None = None,
+         synthetic=None) -> TuneResult:
     """Plan, measure (skipping points already stored for this run), fit, store and report.
 
     ``measure=False`` (``--refit``) fits and reports the points a run has stored, starting nothing.
-    ``budget_s`` with ``resume``: the budget of this continuation (default: the run's own)."""
+    ``budget_s`` with ``resume``: the budget of this continuation (default: the run's own).
+    ``synthetic``: whether the engines run vLLM's synthetic rejection sampler (a
+    :class:`~specops.tune.synthetic.SyntheticSupport`; default: read from the installed vLLM for local
+    engines), which decides ``cost_fit`` of a new run (:func:`resolve_cost_fit`)."""
     if not measure and not resume:
         raise InputError("--refit works on a stored run", "pass --resume RUN_ID with --refit")
+    note = None
     if opts is not None and not resume:
+        opts, note = resolve_cost_fit(opts, synthetic, injected=deployer is not None)
         plan_grid(grid_options(opts))  # refuse a bad grid before anything is written
-    opts, store = start_or_resume(opts, resume)
+    opts, store = start_or_resume(opts, resume, note)
     if resume and budget_s is not None:
         opts = opts.model_copy(update={"budget_s": budget_s})
     grid = grid_options(opts)
@@ -229,17 +283,22 @@ def tune(opts: TuneOptions | None = None, *, resume: str | None = None, deployer
             outcome.notes.append("no point was measured: nothing to fit")
         return TuneResult(store.run_id, outcome, None, None, opts)
     meta = store.meta()
+    from specops.tune.fit import cost_points
+
+    note = meta.get("cost_fit_note") or f"{JOINT_LEAK}: a run from before synthetic cost runs"
+    if opts.cost_fit == "synthetic" and cost_points(outcome.results)[1] != "synthetic":
+        note = f"{JOINT_LEAK}: no synthetic cost run was measured (budget or failures)"
     cal = fit_calibration(outcome.results, name=opts.name or f"tune-{store.run_id}",
                           hardware=meta.get("hardware", hardware()), model=opts.model,
                           engine_version=meta.get("engine_version", engine_version()), workload=opts.workload,
-                          run_id=store.run_id)
+                          run_id=store.run_id, cost_fit_note=note)
     cal = save_calibration(cal, store.registry)
     candidates = config_order(grid.methods, grid.gammas, grid.draft)
-    report = build_report(cal, candidates, opts.concurrency, store.run_id, outcome.notes)
+    report = build_report(cal, candidates, opts.concurrency, store.run_id, [f"cost fit: {note}"] + outcome.notes)
     return TuneResult(store.run_id, outcome, cal, report, opts)
 
 
-def recommend_picks(cal: Calibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,
+def recommend_picks(cal: TuneCalibration, report: TuneReport, concurrency: list[int], *, output_len: int = 64,
                     context_len: int = 64,
                     gpu: str = "cpu", task: str = "code") -> tuple[list[dict], list[str]]:
     """What ``specops recommend --calibration REF`` picks at each concurrency (as the HTML report and
@@ -341,12 +400,24 @@ def _argv_value(argv: list[str] | None, flag: str) -> str | None:
 def options_from_flags(*, methods: str, gammas: str, concurrency: str, cpus: str | None = None,
                        endpoint_for: list[str] | None = None, budget_minutes: float | None = None,
                        deployment: str | None = None, spec: str | None = None, model: str | None = None,
-                       draft: str | None = None, enforce_eager: bool = False, **values) -> TuneOptions:
+                       draft: str | None = None, enforce_eager: bool = False, cost_fit: str | None = None,
+                       synthetic_rates: str | None = None, **values) -> TuneOptions:
     """TuneOptions from the flags of ``specops tune`` as typed (lists and ranges as text)."""
     from specops.tune.engine import parse_endpoints
     from specops.tune.plan import parse_cpus, parse_gammas, parse_ints, parse_methods
 
     _check_budget(budget_minutes)
+    if cost_fit is not None and cost_fit not in ("auto", "synthetic", "joint"):
+        raise InputError(f'--cost-fit "{cost_fit}" is not auto, synthetic or joint', "use one of those")
+    rates = None
+    if synthetic_rates is not None:
+        try:
+            rates = [float(x) for x in synthetic_rates.split(",") if x.strip()]
+        except ValueError:
+            rates = []
+        if not rates or any(not 0 < a <= 1 for a in rates):
+            raise InputError(f'--synthetic-rates "{synthetic_rates}" is not a list of rates in (0, 1]',
+                             "use e.g. 0.3,0.8")
     endpoints = parse_endpoints(endpoint_for or [])
     if endpoints and not (deployment or spec or model):
         model = "remote"
@@ -354,7 +425,8 @@ def options_from_flags(*, methods: str, gammas: str, concurrency: str, cpus: str
                         methods=parse_methods(methods), gammas=parse_gammas(gammas),
                         concurrency=parse_ints(concurrency), enforce_eager=enforce_eager or None,
                         cpus=parse_cpus(cpus) if cpus else None,
-                        budget_s=budget_minutes * 60 if budget_minutes else None, **values)
+                        budget_s=budget_minutes * 60 if budget_minutes else None, cost_fit=cost_fit,
+                        synthetic_rates=rates, **values)
 
 
 def run(opts: TuneOptions | None = None, *, resume: str | None = None, refit: bool = False,

@@ -65,6 +65,7 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
     results.append(_gate_result("gate.schema", "The spec file is valid YAML and matches the schema.", "config",
                                 "pass", f"{spec_path} is a valid deployment spec ({spec.name})"))
     results.append(_capability(spec))
+    results.append(_known_bugs(spec))
     results.append(_spec_lineage(spec, registry))
     reports = [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
                                 finished_at=datetime.now(timezone.utc), results=results)]
@@ -87,6 +88,16 @@ def _capability(spec) -> CheckResult:
     return _gate_result("gate.capability", desc, "config", "pass",
                         f"renders for vLLM {spec.engine.vllm_version} ({len(argv)} arguments)",
                         evidence={"argv": redact_argv(argv)})
+
+
+def _known_bugs(spec) -> CheckResult:
+    """The spec as written must carry every mitigation a known-bug row requires (deploy adds them
+    anyway; the spec in git should say what runs) and hit no refused combination."""
+    from specops.engines.bugs import spec_findings
+
+    desc = "The spec hits no refused known-bug combination and carries every required mitigation."
+    status, message, fix = spec_findings(spec.launch_config())
+    return _gate_result("gate.known-bugs", desc, "config", status, message, fix)
 
 
 def _spec_lineage(spec, registry) -> CheckResult:

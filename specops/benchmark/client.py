@@ -15,13 +15,14 @@ import asyncio
 import json
 import time
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from specops.models import Strict
 
 
-class RequestResult(BaseModel):
+class RequestResult(Strict):
     """What the client saw for one request."""
 
-    model_config = ConfigDict(extra="forbid")
 
     index: int = Field(description="Request number in the run.")
     ok: bool = Field(description="Finished with HTTP 200 and a usage chunk.")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from specops.models import Strict
 
 
-class ProcessMemory(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ProcessMemory(Strict):
     pid: int = Field(description="Root pid (the server).")
     processes: int = Field(description="Processes counted (the pid and its descendants).")
     rss_mib: float = Field(description="Sum of VmRSS now (MiB); shared pages count once per process.")

@@ -5,15 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.benchmark.client import RequestResult
 from specops.benchmark.procmem import ProcessMemory
 from specops.metrics.types import Measurement
+from specops.models import Strict
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class BenchTarget(_Strict):

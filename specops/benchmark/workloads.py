@@ -14,26 +14,24 @@ import json
 import random
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from specops.errors import ConfigFileError, InputError, did_you_mean
+from specops.models import Strict
 
 BUILTIN = ("code", "prose", "long-output")
 LONG_OUTPUT_TOKENS = 4608
 
 
-class Prompt(BaseModel):
+class Prompt(Strict):
     """One request of a workload."""
 
-    model_config = ConfigDict(extra="forbid")
 
     prompt: str = Field(min_length=1, description="Completion prompt text.")
     max_tokens: int = Field(128, ge=1, le=1_000_000, description="Output tokens to generate.")
 
 
-class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Workload(Strict):
     name: str = Field(description="Built-in set name or the file path.")
     prompts: list[Prompt] = Field(description="Requests, cycled when --requests exceeds their number.")
     notes: list[str] = Field(default_factory=list, description="Caps and other adjustments made.")

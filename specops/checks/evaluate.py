@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 
-from specops.checks.sources import Sources, auth_headers, bench_events
+from specops.checks.sources import Sources, auth_headers, bench_events, http_complete
 from specops.checks.thresholds import OPS, performance_floor, speedup_model, statistic
 from specops.checks.types import Check, Checklist, CheckResult, Profile, ValidationReport
 from specops.errors import CouldNotEvaluate, SpecopsError
@@ -233,25 +233,40 @@ def _equality(check: Check, profile: Profile, sources: Sources) -> Outcome:
                           "pass --baseline-endpoint URL (the same target served without speculation)")
     if sources.complete is None:
         raise Unevaluable("no completion client", "run with a reachable endpoint")
-    prompts = [p.prompt for p in builtin("code", count=profile.equality_prompts, seed=7).prompts]
+    from specops.checks.probes import http_tokenizer, lossless_prompts, server_max_model_len
+
+    short = [p.prompt for p in builtin("code", count=profile.equality_prompts, seed=7).prompts]
     headers = auth_headers(d)
+    max_len = (d.get("engine_config") or {}).get("max_model_len")
+    tokenize = None
+    if sources.complete is http_complete:  # a real server: ask it for its context length and token counts
+        max_len = max_len or server_max_model_len(d["endpoint"], headers)
+        tokenize = http_tokenizer(d["endpoint"], d.get("served_model_name"), headers)
+    named = lossless_prompts(short, max_len, profile.equality_max_tokens, tokenize)
+    prompts = [p for _, p in named]
     spec = sources.complete(d["endpoint"], d.get("served_model_name"), prompts, profile.equality_max_tokens, headers)
     base = sources.complete(sources.baseline_endpoint, None, prompts, profile.equality_max_tokens, headers)
-    return compare_outputs(spec, base)
+    out = compare_outputs(spec, base, [n for n, _ in named])
+    out.evidence["probes"] = [n for n, _ in named]
+    if not max_len:
+        out.message += "; no long-context needle (the engine's max_model_len is unknown)"
+    return out
 
 
-def compare_outputs(spec: list[dict], base: list[dict]) -> Outcome:
+def compare_outputs(spec: list[dict], base: list[dict], names: list[str] | None = None) -> Outcome:
     diffs = []
     by_tokens = all(s.get("tokens") and b.get("tokens") for s, b in zip(spec, base, strict=False))
     for i, (s, b) in enumerate(zip(spec, base, strict=False)):
         a, c = (s["tokens"], b["tokens"]) if by_tokens else (s["text"], b["text"])
         if a != c:
             pos = next((j for j, (x, y) in enumerate(zip(a, c, strict=False)) if x != y), min(len(a), len(c)))
-            diffs.append({"prompt": i, "first_difference_at": pos})
+            diffs.append({"prompt": i, "first_difference_at": pos,
+                          **({"probe": names[i]} if names and i < len(names) else {})})
     unit = "token ids" if by_tokens else "text"
     ok = not diffs and len(spec) == len(base)
     msg = (f"greedy outputs identical ({unit}) on {len(spec)} prompts with speculation on vs off" if ok else
-           f"{len(diffs)} of {len(spec)} prompts differ ({unit}); first at prompt {diffs[0]['prompt']}, "
+           f"{len(diffs)} of {len(spec)} prompts differ ({unit}); first at prompt {diffs[0]['prompt']} "
+           f"({diffs[0].get('probe', '?')}), "
            f"position {diffs[0]['first_difference_at']}" if diffs else "different numbers of answers")
     return Outcome(ok, ok, msg, {"compared": unit, "prompts": len(spec), "differences": diffs})
 

@@ -45,9 +45,9 @@ def planner_model(profile: Profile, deployment: dict, registry=None) -> tuple[Sp
     if not profile.gpu or not deployment.get("method") or not deployment.get("target_ref"):
         return None
     from specops.errors import SpecopsError
-    from specops.planner.calibration import AcceptancePrior
     from specops.planner.catalog import generic_model, load_catalogs
     from specops.planner.perfmodel import VLLM_PROFILE, DraftSpec, Setup, evaluate, head_params
+    from specops.planner.priors import AcceptancePrior
 
     try:
         cats = load_catalogs()

@@ -12,7 +12,9 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from specops.models import Strict
 
 Kind = Literal["metric", "benchmark", "lineage", "config", "output_equality", "record"]
 Op = Literal[">", ">=", "<", "<=", "=="]
@@ -35,8 +37,7 @@ PERFORMANCE_FLOOR = "performance_floor"
 CHECK_ID = re.compile(r"^[a-z][a-z0-9]*(\.[a-z0-9][a-z0-9-]*)+$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class Profile(_Strict):

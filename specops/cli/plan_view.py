@@ -7,6 +7,7 @@ def print_plan(plan) -> None:
     """``plan``: a specops.planner.types.Plan (from specops.api.recommend)."""
     import shlex
 
+    from rich.markup import escape
     from rich.table import Table
 
     from specops.cli.output import console
@@ -46,5 +47,5 @@ def print_plan(plan) -> None:
                         f"{a.tpot_ms:.1f}", f"{a.throughput_tok_s:.0f}")
         out.print(alt)
     for w in plan.warnings:
-        out.print(f"[yellow]warning:[/] {w}")
-    out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True)
+        out.print("[yellow]warning:[/] " + escape(w))
+    out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True, markup=False, highlight=False)  # [ngram] is argv

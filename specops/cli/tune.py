@@ -43,6 +43,11 @@ def tune_command(
     endpoint_for: list[str] = typer.Option(None, "--endpoint-for",
                                            help="Remote engine per configuration, CONFIG=URL (none, ngram-g2, "
                                            "draft_model-g3, ...): tune only, no redeploy. Repeatable."),
+    cost_fit: str = typer.Option("auto", "--cost-fit", help="Step-cost fit: synthetic (extra runs at set acceptance "
+                                 "through vLLM's synthetic rejection sampler), joint (from the standard runs), or "
+                                 "auto (synthetic where the installed vLLM runs it)."),
+    synthetic_rates: str = typer.Option(None, "--synthetic-rates", help="α of the synthetic cost runs, e.g. 0.3,0.8 "
+                                        "(default)."),
     refit: bool = typer.Option(False, "--refit", help="With --resume: fit and report the stored points, "
                                "measuring nothing (a new calibration revision)."),
     html: str = typer.Option(None, "--html", help="Also write the HTML report (plots) to this file."),
@@ -64,7 +69,8 @@ def tune_command(
                                   name=name, passes=passes, requests=requests, max_tokens=max_tokens,
                                   enforce_eager=enforce_eager, dtype=dtype, inner_repeats=inner_repeats,
                                   max_passes=max_passes, spread_target=spread_target, cpus=cpus,
-                                  budget_minutes=budget_minutes)
+                                  budget_minutes=budget_minutes, cost_fit=cost_fit,
+                                  synthetic_rates=synthetic_rates)
     progress = _progress() if output == "table" else None
     _sigterm_interrupts()  # a terminated run stops its engine (finally blocks) and stays resumable
     data = run(opts, resume=resume, refit=refit, budget_minutes=budget_minutes, html=html, progress=progress)
@@ -125,6 +131,10 @@ def _table(data) -> None:
     out = console()
     out.print(t)
     out.print(f"median |error| {_pct(rep.median_error_pct)}; left out of the fit {_pct(rep.median_leave_out_error_pct)}")
+    if rep.held_out:
+        errs = sorted(abs(h.error_pct) for h in rep.held_out)
+        out.print(f"each (method, γ, batch) left out of the fit: median |error| {errs[len(errs) // 2]:.1f}%, "
+                  f"max {errs[-1]:.1f}% over {len(errs)} (cost fit: {rep.cost_fit})")
     for pick in rep.model_picks:
         out.print(f"c={pick.concurrency}: fitted model picks {pick.config.key} ({pick.tokens_per_s:.1f} tok/s predicted)")
     for best in rep.best_measured:

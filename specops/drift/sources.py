@@ -173,10 +173,15 @@ class MetricsSource:
                                (dep.name if dep.name in after.groups else None))
             prev = self.last.get(dep.name)
             before = Snapshot.model_validate(prev) if prev and prev.get("source") == after.source else None
-            if before is None or before.taken_at >= after.taken_at:
+            restarted = _restarted(before, after)
+            if before is None or before.taken_at >= after.taken_at or restarted:
                 start = after.process_start or after.taken_at
                 before = Snapshot(source=after.source, taken_at=start, groups={})
             m = delta(before, after, group)
+            if restarted:  # its counters may have climbed past the old ones: none went down, yet all reset
+                m.counter_reset = True
+                m.notes.append("the engine restarted since the last scrape (its process start time changed): "
+                               "the window holds its counts since it started")
         except SpecopsError as exc:
             return Unseen(f"direct scrape failed: {exc.one_line()}")
         self.last[dep.name] = after.model_copy(update={"groups": {group: after.groups[group]}}).model_dump(mode="json")
@@ -191,6 +196,14 @@ class MetricsSource:
             uptime = self.uptime(dep)
         m = m.model_copy(update={"deployment": dep.name})
         return observation_from_measurement(m, uptime_s=uptime, target_fingerprint=fp)
+
+
+def _restarted(before, after) -> bool:
+    """Whether the engine behind two scrapes is not the same process (``process_start_time_seconds``
+    changed): then every counter restarted from zero, whether or not it is below its old value now."""
+    if before is None or before.process_start is None or after.process_start is None:
+        return False
+    return abs((after.process_start - before.process_start).total_seconds()) > 1.0
 
 
 def run_bounded(fn: Callable, items: list, *, workers: int, budget_s: float) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.capabilities import (
     DEFAULT_VLLM_VERSION,
@@ -25,16 +25,16 @@ from specops.capabilities import (
     parse_version,
 )
 from specops.errors import CapabilityError, InputError
+from specops.models import Strict
 from specops.speculation import PROMPT_METHODS, canonical, method_info, needs_draft
 
 V1_SPEC_CONFIG = (0, 8, 2)
 
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(Strict):
     """Everything that goes into one `vllm serve` command line."""
 
-    model_config = ConfigDict(extra="forbid")
 
     vllm_version: str = Field(DEFAULT_VLLM_VERSION, description="vLLM release the argv is rendered for.")
     model: str = Field(description="Target model: local folder or hub id.")
@@ -50,6 +50,8 @@ class LaunchConfig(BaseModel):
     prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest match.")
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP: 1 or the target's TP.")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: inherit).")
+    synthetic_acceptance_rates: list[float] | None = Field(
+        None, description="rejection_sample_method synthetic at these per-position rates (tune only; lossy).")
     kv_cache_dtype: str = Field("auto", description="--kv-cache-dtype, e.g. auto, fp8, turboquant_k8v4.")
     tensor_parallel_size: int = Field(1, ge=1, description="--tensor-parallel-size.")
     max_model_len: int | None = Field(None, ge=16, description="--max-model-len.")
@@ -62,6 +64,8 @@ class LaunchConfig(BaseModel):
     enforce_eager: bool = Field(False, description="--enforce-eager (skip graph capture/compile).")
     disable_log_stats: bool = Field(False, description="--disable-log-stats (no metrics: avoid).")
     extra_args: list[str] = Field(default_factory=list, description="Appended verbatim.")
+    architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
+        None, description="The target's architecture, for the known-bug rows (None: unknown, rows may apply).")
 
     def vllm_method(self) -> str:
         return canonical(self.method)
@@ -132,6 +136,9 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
             raise CapabilityError(f"speculative_config kv_cache_dtype does not exist in vLLM {vs} (from 0.26.0)",
                                   "remove draft_kv_cache_dtype or use vLLM >= 0.26.0")
         sc["kv_cache_dtype"] = cfg.draft_kv_cache_dtype
+    if cfg.synthetic_acceptance_rates is not None:  # `specops tune`: acceptance fixed by construction
+        field("rejection_sample_method", "synthetic")
+        sc["synthetic_acceptance_rates"] = list(cfg.synthetic_acceptance_rates)
     if cfg.num_speculative_tokens_per_batch_size:
         validate_schedule(cfg.num_speculative_tokens_per_batch_size, cfg.num_speculative_tokens)
         field("num_speculative_tokens_per_batch_size",
@@ -236,8 +243,12 @@ Entrypoint = Literal["console", "module"]
 
 
 def render_args(cfg: LaunchConfig, table: CapabilityTable | None = None) -> list[str]:
-    """Flags only (no program, no model), validated against the capability table."""
-    return _flags(cfg, table or default_table())
+    """Flags only (no program, no model), validated against the capability table, with the known-bug
+    rows applied (specops.engines.bugs): a refused combination raises, mitigations are added."""
+    from specops.engines.bugs import known_bugs
+
+    table = table or default_table()
+    return _flags(known_bugs(cfg, table).cfg, table)
 
 
 def render_argv(cfg: LaunchConfig, entrypoint: Entrypoint = "console", python: str = "python",

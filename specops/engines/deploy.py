@@ -13,21 +13,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.engines import local
 from specops.engines.argv import render_args, speculative_config
 from specops.engines.layout import DeploymentFolder
 from specops.engines.spec import DeploymentSpec, dump_spec
 from specops.errors import CapabilityError, EngineError, IncompatibleError, InputError, SpecopsError
+from specops.models import Strict
 from specops.secrets import redact_argv
 from specops.settings import cache_dir, deployment_dir
 
 
-class DeployResult(BaseModel):
+class DeployResult(Strict):
     """What `deploy` did (or, with dry_run, would do)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Deployment name.")
     dry_run: bool = Field(description="True: nothing was started or written.")
@@ -147,8 +147,14 @@ def prepare(spec: DeploymentSpec, dry_run: bool = False) -> tuple[list[str], dic
         argv = [local.console_script() if installed else "vllm", "serve", cfg.model, *flags]
     key, key_env = _api_key(spec)
     env = local.engine_env(deployment_dir(spec.name), cache_dir(), cpu=bool(installed and installed.cpu),
-                           kv_space_gib=spec.local.cpu_kv_cache_space_gib, extra=spec.local.env, api_key=key)
+                           kv_space_gib=spec.local.cpu_kv_cache_space_gib, extra=spec.local.env, api_key=key,
+                           hf_offline=spec.local.hf_offline or not _hub_models(spec))
     return argv, env, version, installed, key_env
+
+
+def _hub_models(spec: DeploymentSpec) -> list[str]:
+    """The spec's models that are hub ids (not local folders): only those could be downloaded."""
+    return [r.model for r in (spec.target, spec.draft) if r is not None and not r.model.startswith("/")]
 
 
 def _endpoint(spec: DeploymentSpec) -> str:
@@ -258,6 +264,10 @@ def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, d
     endpoint = _endpoint(spec)
     result = DeployResult(name=spec.name, dry_run=dry_run, argv=redact_argv(argv), env=local.contained_overrides(env),
                           vllm_version=version, endpoint=endpoint)
+    from specops.engines.bugs import known_bugs
+
+    result.notes += [f"warning: {w}" for w in
+                     known_bugs(spec.launch_config().model_copy(update={"vllm_version": version})).warnings()]
     if dry_run:
         if installed is None:
             result.notes.append("vLLM is not installed here: the argv was not checked by vLLM's parser")

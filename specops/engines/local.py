@@ -105,9 +105,19 @@ def remove_tmpdir_link(dep_dir: Path) -> None:
 
 
 def engine_env(dep_dir: Path, cache_root: Path, *, cpu: bool, kv_space_gib: int | None,
-               extra: dict[str, str], api_key: str | None) -> dict[str, str]:
-    """The engine's full environment (inherits PATH etc.; overrides what must be contained)."""
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("SPECOPS_")}
+               extra: dict[str, str], api_key: str | None, hf_offline: bool = True) -> dict[str, str]:
+    """The engine's full environment (inherits PATH etc.; overrides what must be contained).
+
+    The Hugging Face cache and token stay the user's: HF_HOME / HF_HUB_CACHE are inherited (or HF_HOME
+    is pinned to the user's default, ``$XDG_CACHE_HOME/huggingface``, before XDG_CACHE_HOME moves under
+    SPECOPS_HOME), and HF_TOKEN / HUGGING_FACE_HUB_TOKEN / HF_TOKEN_PATH are inherited by reference
+    (the process environment; never argv, never the record). ``hf_offline``: HF_HUB_OFFLINE=1 and
+    TRANSFORMERS_OFFLINE=1 (no download; hub ids load from the cache only)."""
+    from specops.engines.bugs import hf_home
+
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY" and not k.startswith("SPECOPS_")}
+    if not (os.environ.get("HF_HOME") or os.environ.get("HF_HUB_CACHE")):
+        env["HF_HOME"] = str(hf_home(dict(os.environ)))  # the user's cache, not the moved XDG one
     tmp = tmpdir_for(dep_dir)
     env.update({
         "TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp),
@@ -115,10 +125,11 @@ def engine_env(dep_dir: Path, cache_root: Path, *, cpu: bool, kv_space_gib: int 
         "TORCHINDUCTOR_CACHE_DIR": str(cache_root / "torchinductor"),
         "TRITON_CACHE_DIR": str(cache_root / "triton"),
         "XDG_CACHE_HOME": str(cache_root / "xdg"),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
         "PYTHONUNBUFFERED": "1",
     })
+    if hf_offline:
+        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     if cpu:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_space_gib or 1)
         iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
@@ -132,8 +143,9 @@ def engine_env(dep_dir: Path, cache_root: Path, *, cpu: bool, kv_space_gib: int 
 
 def contained_overrides(env: dict[str, str]) -> dict[str, str]:
     """The variables specops sets (for display and the record), secrets redacted."""
-    keys = ("TMPDIR", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-            "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK", "VLLM_CPU_KVCACHE_SPACE", "LD_PRELOAD", "VLLM_API_KEY")
+    keys = ("TMPDIR", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
+            "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK", "VLLM_CPU_KVCACHE_SPACE", "LD_PRELOAD",
+            "VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
     return {k: (REDACTED if k in SECRET_ENV else env[k]) for k in keys if k in env}
 
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.engines import local
 from specops.engines.deploy import deploy_local, read_engine_file, require_reason
 from specops.engines.layout import DeploymentFolder
 from specops.errors import InputError, NotFoundError
+from specops.models import Strict
 
 
-class DeploymentStatus(BaseModel):
+class DeploymentStatus(Strict):
     """One deployment as it is now."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Deployment name.")
     platform: str = Field(description="local or kubernetes.")

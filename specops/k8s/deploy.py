@@ -16,12 +16,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from specops.engines.spec import DeploymentSpec
 from specops.errors import ConflictError, EngineError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, Progress, is_managed, preflight
+from specops.models import Strict
 from specops.secrets import redact_argv
 
 
@@ -29,10 +30,10 @@ def _quiet(_: str) -> None:
     return None
 
 
-class KubeDeployResult(BaseModel):
+class KubeDeployResult(Strict):
     """What a Kubernetes deploy did."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     name: str = Field(description="Deployment name.")
     namespace: str = Field(description="Namespace.")

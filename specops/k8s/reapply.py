@@ -15,18 +15,18 @@ old pods serving until the new ones are ready.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.engines.spec import DeploymentSpec
 from specops.errors import ConflictError, InputError
 from specops.k8s import render as r
 from specops.k8s.cluster import Cluster, is_managed
+from specops.models import Strict
 
 
-class ReapplyResult(BaseModel):
+class ReapplyResult(Strict):
     """What ``reapply_spec`` changed."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Deployment name.")
     namespace: str = Field(description="Namespace.")

@@ -11,15 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from specops.models import Strict
 
 SPEC_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
 
 
-class GroupValues(BaseModel):
+class GroupValues(Strict):
     """Cumulative values of one group (deployment or served model) at one scrape."""
 
-    model_config = ConfigDict(extra="forbid")
 
     group: str = Field(description="specops_deployment label value, else model_name.")
     group_label: Literal["specops_deployment", "model_name"] = Field(description="Which label grouped it.")
@@ -43,10 +44,9 @@ class GroupValues(BaseModel):
         return all(getattr(self, c) is not None for c in SPEC_COUNTERS)
 
 
-class Snapshot(BaseModel):
+class Snapshot(Strict):
     """One scrape of a vLLM ``/metrics`` endpoint."""
 
-    model_config = ConfigDict(extra="forbid")
 
     source: str = Field(description="The URL scraped (no credentials).")
     taken_at: datetime = Field(description="When the scrape finished (UTC).")
@@ -56,11 +56,10 @@ class Snapshot(BaseModel):
     notes: list[str] = Field(default_factory=list, description="What was ignored as not real (bad labels, ...).")
 
 
-class Measurement(BaseModel):
+class Measurement(Strict):
     """Counters and derived rates of one group over one window. Rates are None when they cannot be
     computed (no drafts, no speculation, no requests), and ``notes`` says why: never a made-up number."""
 
-    model_config = ConfigDict(extra="forbid")
 
     deployment: str = Field(description="Group: specops_deployment label, else served model name.")
     group_label: Literal["specops_deployment", "model_name"] = Field("model_name", description="Label grouped by.")

@@ -1,7 +1,7 @@
 """The planner: decision tree + performance model behind `specops recommend`.
 
     from specops.planner import RecommendRequest, recommend
-    plan = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100"))
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100"))
 
 Inputs are explicit: ``recommend(request, catalogs=..., priors=..., calibration=...)``; defaults are
 the shipped playbooks (catalogs, published priors, decision tree) and the vLLM engine profile.
@@ -9,9 +9,9 @@ the shipped playbooks (catalogs, published priors, decision tree) and the vLLM e
 
 from __future__ import annotations
 
-from specops.planner.calibration import AcceptancePrior, Priors, calibrate, default_priors, load_published
 from specops.planner.catalog import Catalogs, load_catalogs
 from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE, EngineProfile
+from specops.planner.priors import AcceptancePrior, Priors, calibrate, default_priors, load_published
 from specops.planner.recommend import recommend
 from specops.planner.render import slug, to_deployment
 from specops.planner.types import MeasuredAcceptance, Plan, RecommendRequest

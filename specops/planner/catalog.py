@@ -12,43 +12,95 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from specops.errors import InputError, NotFoundError, unknown
+from specops.models import Strict
 from specops.planner.types import GPU, DraftRef, ModelSpec
 
 # Bits per weight for --quantization (scales included: AWQ/GPTQ group 128 ≈ 4.25, NVFP4 = 4 + FP8 scale/16).
 QUANT_BITS = {"fp8": 8.0, "int8": 8.0, "awq": 4.25, "gptq": 4.25, "nvfp4": 4.5}
 
 
-class _GpuFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _GpuFile(Strict):
     gpus: list[GPU] = Field(description="GPU entries.")
 
 
-class _ModelFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _ModelFile(Strict):
     models: list[ModelSpec] = Field(description="Model entries.")
 
 
+ONLINE_QUANT = ("fp8",)
+"""--quantization values vLLM applies on the fly to a 16-bit checkpoint; the others need a quantized checkpoint."""
+QUANT_MARKERS = {"awq": ("awq",), "gptq": ("gptq",), "int8": ("int8", "w8a8", "w8a16"),
+                 "nvfp4": ("nvfp4", "fp4")}
+"""How a hub id specops does not know names its quantization (e.g. ...-AWQ-INT4, ...quantized.w8a8)."""
+_GPU_PREFIXES = ("nvidia ", "amd instinct ", "amd ", "tesla ", "geforce ")
+
+
+def gpu_key(name: str) -> str:
+    """How GPU names compare: case-insensitive, vendor words dropped (nvidia-smi's "NVIDIA H100 80GB HBM3",
+    rocm-smi's "AMD Instinct MI300X"), spaces and "_" as "-"."""
+    key = " ".join(str(name).strip().lower().split())
+    changed = True
+    while changed:
+        changed = False
+        for p in _GPU_PREFIXES:
+            if key.startswith(p):
+                key, changed = key[len(p):], True
+    return "-".join(key.replace("_", " ").replace("-", " ").split())
+
+
 class Catalogs:
-    """GPU and model catalogs; build with :func:`load_catalogs` or from lists (tests)."""
+    """GPU and model catalogs; build with :func:`load_catalogs` or from lists (tests).
+
+    Names never resolve to something else: a name several entries share (``A100``: 40 GB or 80 GB) is
+    refused with the choices; an instruct model's names and its base checkpoint's names are kept apart
+    (``Llama-3.1-8B`` is the base, ``Llama-3.1-8B-Instruct`` the instruct model)."""
 
     def __init__(self, gpus: list[GPU], models: list[ModelSpec]) -> None:
         self.gpus = gpus
         self.models = models
-        self._gpu_index = {k.lower(): g for g in gpus for k in [g.name, *g.aliases]}
-        self._model_index = {k.lower(): m for m in models for k in [m.id, m.id.split("/")[-1], *m.names]}
+        self._gpu_index: dict[str, GPU] = {}
+        for g in gpus:
+            for k in [g.name, *g.aliases]:
+                for key in {gpu_key(k), gpu_key(k).replace("-", "")}:
+                    other = self._gpu_index.setdefault(key, g)
+                    if other is not g:
+                        raise ValueError(f'GPU name "{k}" belongs to both {other.name} and {g.name}')
+        self._models: dict[str, dict[str, ModelSpec]] = {}
+        for m in models:
+            self._add_model(m, [m.id, m.id.split("/")[-1], *m.names])
+            if m.base_id:
+                base = m.model_copy(update={
+                    "id": m.base_id, "names": list(m.base_names), "base_id": None, "base_names": [], "checkpoints": [],
+                    "drafts": [d for d in m.drafts if d.method == "draft_model"],  # heads are trained on the instruct model
+                    "source": f"{m.source}; {m.base_id} is the base checkpoint of {m.id} (same architecture)"})
+                self._add_model(base, [base.id, base.id.split("/")[-1], *base.names])
+
+    def _add_model(self, spec: ModelSpec, keys: list[str]) -> None:
+        for k in keys:
+            self._models.setdefault(k.strip().lower(), {})[spec.id] = spec
 
     def gpu(self, name: str) -> GPU:
-        key = name.strip().lower().replace("_", "-")
+        key = gpu_key(name)
         hit = self._gpu_index.get(key) or self._gpu_index.get(key.replace("-", ""))
-        if hit is None:
-            raise unknown("GPU", name, [g.name for g in self.gpus], fix="use one of: " + ", ".join(g.name for g in self.gpus))
-        return hit
+        if hit is not None:
+            return hit
+        several = sorted({g.name for k, g in self._gpu_index.items() if k.startswith(key + "-")})
+        if len(several) > 1:
+            raise InputError(f'GPU "{name}" is ambiguous: it may be {", ".join(several)}',
+                             "use --gpu " + " or --gpu ".join(several))
+        raise unknown("GPU", name, [g.name for g in self.gpus], fix="use one of: " + ", ".join(g.name for g in self.gpus))
 
     def catalog_model(self, name: str) -> ModelSpec | None:
-        return self._model_index.get(name.strip().lower())
+        hits = self._models.get(name.strip().lower())
+        if not hits:
+            return None
+        if len(hits) > 1:
+            raise InputError(f'model "{name}" is ambiguous: it may be {", ".join(sorted(hits))}',
+                             "use --model " + " or --model ".join(sorted(hits)))
+        return next(iter(hits.values()))
 
     def model(self, name: str, *, params_b: float | None = None, quantization: str | None = None,
               active_params_b: float | None = None) -> ModelSpec:
@@ -68,7 +120,7 @@ class Catalogs:
                 raise InputError(f"--active-params-b needs --params-b for {name}, which specops does not know",
                                  "pass both, e.g. --params-b 30 --active-params-b 3")
             else:
-                choices = sorted({m.id for m in self.models} | {n for m in self.models for n in m.names})
+                choices = sorted(self._models)
                 err = unknown("model", name, choices)
                 raise NotFoundError(err.message, "use a catalog model, a local folder with config.json, or pass "
                                     "--params-b for a hub id specops does not know (e.g. --params-b 8)")
@@ -80,17 +132,53 @@ class Catalogs:
                 raise InputError(f"--active-params-b {active_params_b} contradicts {spec.active_b}B active for {spec.id}",
                                  "drop --active-params-b for catalog models and local folders")
         if quantization:
-            spec = spec.model_copy(update={"weight_bits": QUANT_BITS[quantization], "quantization": quantization})
+            spec = quantized(spec, quantization, known=self.catalog_model(name) is not None)
         return spec
 
     def drafts_for(self, model: ModelSpec) -> list[DraftRef]:
         return list(model.drafts)
 
 
-def _read_file(path: Path, model: type[BaseModel]):
-    from specops.yamlfile import load_model
+def quantized(spec: ModelSpec, quantization: str, *, known: bool) -> ModelSpec:
+    """The model served with ``quantization``: fp8 is applied by vLLM on the fly; awq/gptq/int8/nvfp4 need a
+    quantized checkpoint - the catalog's (the launch names it), a local folder whose config says so, or a hub
+    id specops does not know whose name says so. Anything else is refused: the launch would serve 16-bit weights."""
+    q, bits = quantization, QUANT_BITS[quantization]
+    if spec.quantization and spec.quantization not in ("compressed-tensors",):
+        have = {"fp8": "fp8", "awq": "awq", "gptq": "gptq", "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4"}.get(spec.quantization)
+        if have != q:
+            raise InputError(f"{spec.id} is a {spec.quantization} checkpoint; --quantization {q} contradicts it",
+                             "drop --quantization (vLLM reads the checkpoint's quantization_config)")
+        return spec.model_copy(update={"quantization": q})
+    if spec.quantization == "compressed-tensors":  # the folder's config has the scheme; trust its bits
+        return spec.model_copy(update={"quantization": q})
+    if q in ONLINE_QUANT:
+        return spec.model_copy(update={"weight_bits": bits, "quantization": q})
+    ckpt = next((c for c in spec.checkpoints if c.quantization == q), None)
+    if ckpt is not None:
+        return spec.model_copy(update={
+            "id": ckpt.id, "names": [], "checkpoints": [], "weight_bits": bits, "quantization": q,
+            "source": f"the {q} checkpoint of {spec.id} ({ckpt.source}); architecture: {spec.source}"})
+    if not known and not Path(spec.id).expanduser().is_dir() and any(mk in spec.id.lower() for mk in QUANT_MARKERS[q]):
+        return spec.model_copy(update={"weight_bits": bits, "quantization": q})
+    what = "the catalog knows no" if known else "its name or config.json shows no"
+    raise InputError(f"--quantization {q} needs an {q} checkpoint, and {what} {q} checkpoint of {spec.id}",
+                     f"point --model at an {q} checkpoint (a local folder with its quantization_config, or a hub id "
+                     f"naming it with --params-b {spec.params_b:g}), or use --quantization fp8 (vLLM quantizes "
+                     "16-bit weights on the fly)")
 
-    return load_model(path, model)
+
+def _read_file(path: Path, model: type[BaseModel]):
+    """The shipped catalogs through libyaml (fast); on any error, the line-numbered reader says where."""
+    import yaml
+
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return model.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=loader))  # noqa: S506
+    except Exception:  # noqa: BLE001 - the careful reader below reports it with its line
+        from specops.yamlfile import load_model
+
+        return load_model(path, model)
 
 
 @lru_cache(maxsize=4)

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from specops.planner.calibration import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
+from specops.models import Strict
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     DraftSpec,
@@ -36,6 +36,7 @@ from specops.planner.perfmodel import (
     head_params,
     memory_estimate,
 )
+from specops.planner.priors import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 
 MIN_ROWS = 3
 QUANTILES = (0.1, 0.9)  # of the similar rows' residuals: the range's ends (min/max below 5 rows)
@@ -49,10 +50,10 @@ CLASS_GPU = {"hopper+": "H100", "a100": "A100-80GB", "consumer": "RTX4090", "oth
 SERVING_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 
 # Published target names -> catalog entries (None: estimated from params_b); first match wins.
-TARGETS = [("t5-xxl", None), ("llama2-chat 70b", "llama-2-70b-chat"), ("mixtral", "mixtral-8x7b"),
+TARGETS = [("t5-xxl", None), ("llama2-chat 70b", "llama-2-70b-chat"), ("mixtral", "mixtral-8x7b-instruct"),
            ("vicuna 7b", "vicuna-7b"), ("vicuna-7b", "vicuna-7b"), ("vicuna 13b", "vicuna-13b"),
-           ("vicuna-13b", "vicuna-13b"), ("llama-instruct 3.1 8b", "llama-3.1-8b"), ("llama-3.1-8b", "llama-3.1-8b"),
-           ("llama3.1-8b", "llama-3.1-8b"), ("r1-distill-llama 8b", "llama-3.1-8b"), ("gpt-oss-20b", "gpt-oss-20b"),
+           ("vicuna-13b", "vicuna-13b"), ("llama-instruct 3.1 8b", "llama-3.1-8b-instruct"), ("llama-3.1-8b", "llama-3.1-8b-instruct"),
+           ("llama3.1-8b", "llama-3.1-8b-instruct"), ("r1-distill-llama 8b", "llama-3.1-8b-instruct"), ("gpt-oss-20b", "gpt-oss-20b"),
            ("kimi", "kimi-k2.6"), ("deepseek-v3", "deepseek-v3"), ("deepseek-r1", "deepseek-v3"),
            ("deepseek v3", "deepseek-v3"), ("qwen3-8b", "qwen3-8b"), ("llama-2-7b", "vicuna-7b"),
            ("llama2-7b", "vicuna-7b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
@@ -102,10 +103,9 @@ class Residual:
         return abs(self.log_ratio)
 
 
-class Evidence(BaseModel):
+class PredictionEvidence(Strict):
     """What stands behind a predicted speedup."""
 
-    model_config = ConfigDict(extra="forbid")
 
     speedup_low: float = Field(description="Lower end: predicted × e^(10th percentile residual of similar rows).")
     speedup_high: float = Field(description="Upper end: predicted × e^(90th percentile residual).")
@@ -125,8 +125,8 @@ def _target(row: PublishedRow, cat: Catalogs):
     name = row.target.lower()
     for key, entry in TARGETS:
         if key in name and entry:
-            quant = "nvfp4" if "nvfp4" in name else None
-            return cat.model(entry, quantization=quant)
+            spec = cat.model(entry)  # the published row ran NVFP4 weights: its bytes, not a launchable checkpoint
+            return spec.model_copy(update={"weight_bits": 4.5, "quantization": "nvfp4"}) if "nvfp4" in name else spec
     active = re.search(r"-a(\d+(?:\.\d+)?)b\b", name)  # Qwen-style names state the active size: -A3B
     total = row.params_b or _size_in_name(name) or 7
     return generic_model(row.target, total, float(active.group(1)) if active and looks_moe(name) else None)
@@ -202,8 +202,43 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
 
 @lru_cache(maxsize=1)
 def default_residuals() -> tuple[Residual, ...]:
-    """Residuals on the shipped rows, computed once per process."""
-    return tuple(cross_validate())
+    """Residuals on the shipped rows: computed once per installation and kept in
+    ``$SPECOPS_HOME/cache/residuals-<key>.pickle``, the key hashing every input (the playbooks and the
+    planner's code), so a changed row, catalog entry or formula recomputes them."""
+    import pickle
+
+    from specops.settings import cache_dir
+
+    path = cache_dir() / f"residuals-{_residuals_key()}.pickle"
+    try:
+        with open(path, "rb") as f:
+            return tuple(pickle.load(f))
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        pass
+    out = tuple(cross_validate())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{__import__('os').getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(out))
+        tmp.replace(path)
+    except OSError:  # a read-only home only costs the recomputation
+        pass
+    return out
+
+
+def _residuals_key() -> str:
+    import hashlib
+    from pathlib import Path
+
+    from specops.playbooks import playbooks_dir
+
+    here = Path(__file__).resolve().parent
+    files = sorted([*here.glob("*.py"), here.parent / "speculation.py", *playbooks_dir().rglob("*.*")])
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -214,7 +249,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
-             residuals: tuple[Residual, ...] | list[Residual] | None = None) -> Evidence:
+             residuals: tuple[Residual, ...] | list[Residual] | None = None) -> PredictionEvidence:
     """The range around ``speedup`` from the residuals of the published rows most like it."""
     res = list(residuals if residuals is not None else default_residuals())
     cls, rng = gpu_class(gpu), batch_range(batch)
@@ -240,7 +275,7 @@ def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
     lo, hi = lo - WIDEN, hi + WIDEN
     sources = list(dict.fromkeys(r.row.source.split(",")[0][:60] for r in pick))[:3]
     errors = sorted(abs(x) for x in logs)
-    return Evidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
+    return PredictionEvidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
                     rows=len(pick), matched_on=label, near=near, median_error=round(_quantile(errors, 0.5), 3),
                     sources=sources)
 

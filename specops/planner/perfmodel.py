@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from specops.planner.calibration import AcceptancePrior
+from specops.models import Strict
+from specops.planner.priors import AcceptancePrior
 from specops.planner.types import GPU, ModelSpec
+from specops.speculation import METHODS
 
 GIB = 1024 ** 3
 # Bytes per cached K/V element (or the 16-bit size divided by the compression vLLM reports).
@@ -36,10 +38,9 @@ SCHEDULE_COST = ((2, 0.066), (189, 0.216))
 TURBOQUANT_FULL_LAYERS = 4  # first/last 2 attention layers of dense models stay at full precision
 
 
-class EngineProfile(BaseModel):
+class EngineProfile(Strict):
     """Engine constants of the model (not fitted per measurement; see docs/performance-model.md)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field("vllm", description="Profile name.")
     bandwidth_efficiency: float = Field(0.80, gt=0, le=1, description="Achieved / peak memory bandwidth.")
@@ -289,14 +290,15 @@ def _head_setup(setup: Setup, params: float) -> Setup:
 def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: float, kv_dtype: str) -> float:
     """Cost of drafting γ tokens for a batch (one speculative step)."""
     p = setup.profile
-    if draft.method in ("ngram", "suffix") or gamma == 0:
+    info = METHODS[draft.method]
+    if info.drafting == "lookup" or gamma == 0:
         return p.ngram_step_ms if gamma else 0.0
-    if draft.method in ("eagle", "eagle3", "mtp"):
+    if info.family in ("head", "native") and info.drafting == "sequential":
         head = _head_setup(setup, draft.params_b * 1e9)
         one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
                          overhead_ms=p.draft_step_overhead_ms)
         return gamma * one  # sequential: each draft token needs the previous one
-    if draft.method == "medusa":  # all heads in one pass
+    if info.family == "head":  # Medusa: all heads in one pass
         head = _head_setup(setup, draft.params_b * 1e9 * min(gamma, 5) / 5)
         return forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=0, kv_dtype=kv_dtype,
                           overhead_ms=p.draft_step_overhead_ms)
@@ -313,8 +315,9 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
 
 
 def draft_prefill_ms(setup: Setup, draft: DraftSpec, context_len: int, kv_dtype: str) -> float:
-    if draft.method in ("ngram", "suffix", "none", "medusa"):
-        return 0.0
+    info = METHODS[draft.method]
+    if info.drafting in ("lookup", "none") or info.family == "head" and info.drafting == "parallel":
+        return 0.0  # no draft KV to fill: prompt lookup, or heads on the target's last hidden state
     if draft.model is not None:
         return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile), context_len, kv_dtype)
     head = _head_setup(setup, draft.params_b * 1e9)
@@ -345,7 +348,7 @@ def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, k
     m, p = setup.model, setup.profile
     weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
     draft_gib, draft_kv = 0.0, 0.0
-    if draft is not None and draft.method not in ("ngram", "suffix", "none"):
+    if draft is not None and METHODS[draft.method].drafting not in ("lookup", "none"):
         if draft.model is not None:
             draft_gib = draft.model.params_b * 1e9 * bytes_per_param(draft.model) / GIB
             draft_kv = kv_bytes_per_seq(draft.model, kv_dtype, seq_tokens) * kv_replication(draft.model, setup.tp)

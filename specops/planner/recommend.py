@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specops.capabilities import CapabilityTable, default_table, format_version, parse_version
+from specops.capabilities import (
+    CapabilityTable,
+    default_table,
+    format_version,
+    parse_version,
+    released_version,
+)
 from specops.errors import CapabilityError, FitError, InputError
-from specops.planner.calibration import Priors, default_priors
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     PROFILE_SOURCES,
@@ -24,7 +29,8 @@ from specops.planner.perfmodel import (
     head_params,
     memory_estimate,
 )
-from specops.planner.tree import Constraints, DecisionTree, Rule, evaluate_rule, load_tree
+from specops.planner.priors import Priors, default_priors
+from specops.planner.tree import Constraints, DecisionTree, TreeRule, evaluate_rule, load_tree
 from specops.planner.types import (
     DRAFT_WEIGHT_METHODS,
     GPU,
@@ -95,7 +101,8 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
     gpu = catalogs.gpu(request.gpu)
     model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
                            active_params_b=request.active_params_b)
-    parse_version(request.vllm_version)
+    released_version(request.vllm_version)
+    check_tensor_parallel(model, request.gpus)
     if request.context_len > model.max_context:
         raise InputError(f"--context-len {request.context_len} is over {model.id}'s limit of {model.max_context} tokens",
                          f"use --context-len ≤ {model.max_context}")
@@ -113,16 +120,81 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
     return model, gpu, setup
 
 
+def tensor_parallel_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
+    """Tensor-parallel sizes vLLM accepts for ``model``: they divide the attention heads, and divide the KV
+    heads or are a multiple of them (KV heads replicated) - vllm/config/model.py verify_with_parallel_config
+    and the attention layers' asserts."""
+    return [t for t in range(1, limit + 1) if model.heads % t == 0
+            and (model.kv_heads % t == 0 if model.kv_heads >= t else t % model.kv_heads == 0)]
+
+
+def check_tensor_parallel(model: ModelSpec, gpus: int) -> None:
+    """Refuse a --gpus the model's heads do not split into (not for architectures specops only estimates)."""
+    if model.source.startswith("estimated") or gpus in tensor_parallel_sizes(model, max(gpus, 64)):
+        return
+    sizes = [t for t in tensor_parallel_sizes(model) if t <= max(8, 2 * gpus)]
+    raise InputError(f"--gpus {gpus}: {model.id} has {model.heads} attention heads and {model.kv_heads} KV heads, "
+                     f"which tensor parallelism over {gpus} GPUs cannot split", "use --gpus " + ", ".join(map(str, sizes)))
+
+
+def check_fits(ctx: Context, chosen: Evaluation | None = None) -> None:
+    """Refuse a plan that runs no request at all (one request's KV cache does not fit beside the weights - and
+    the chosen draft's - with any KV dtype the release has), naming what would fit: more GPUs, a shorter
+    context, no draft."""
+    req, model = ctx.request, ctx.model
+    tokens = req.context_len + req.output_len
+    kvs = ctx.kv_allowed or ["auto"]
+    draft = chosen.draft if chosen is not None and chosen.method != "none" else None
+
+    def one_fits(setup: Setup, seq: int, kv: str, d: DraftSpec | None = draft) -> bool:
+        return memory_estimate(setup, d, seq_tokens=seq, kv_dtype=kv).max_batch() >= 1
+
+    if chosen is not None:
+        if chosen.memory.max_batch() >= 1:
+            return
+    elif any(one_fits(ctx.setup, tokens, k) for k in kvs):
+        return
+    mem = memory_estimate(ctx.setup, draft, seq_tokens=tokens, kv_dtype="auto")
+    fixes = []
+    more = next((t for t in tensor_parallel_sizes(model) if t > req.gpus and
+                 any(one_fits(Setup(model, ctx.gpu, t, ctx.setup.profile), tokens, k) for k in kvs)), None)
+    if more:
+        fixes.append(f"--gpus {more}")
+    fit = _longest_context(ctx, draft)
+    if fit:
+        fixes.append(f"--context-len {fit}" + (f" (with KV {kvs[-1]})" if kvs[-1] != "auto" else ""))
+    if draft is not None and any(one_fits(ctx.setup, tokens, k, None) for k in kvs):
+        fixes.append("--method none (no draft weights)")
+    if len(kvs) == 1:
+        fixes.append("a vLLM release with fp8 KV (--vllm-version 0.33.0)")
+    beside = f"{model.id}'s weights" + (f" and the {chosen.method} draft ({mem.draft_gib:.1f} GiB)" if draft else "")
+    raise FitError(f"not one request of {req.context_len}+{req.output_len} tokens fits {req.gpus}× {ctx.gpu.name} "
+                   f"beside {beside} ({mem.weights_gib:.1f} GiB of weights, {mem.available_gib:.1f} GiB usable; KV "
+                   f"dtypes tried: {', '.join(kvs)})", "use " + (" or ".join(fixes) if fixes else "a larger GPU"))
+
+
+def _longest_context(ctx: Context, draft: DraftSpec | None = None) -> int | None:
+    """The longest --context-len (a multiple of 256) whose one request fits with the most compressed KV dtype."""
+    req = ctx.request
+    kv = ctx.kv_allowed[-1] if ctx.kv_allowed else "auto"
+    lo, hi = 0, req.context_len // 256
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        fits = memory_estimate(ctx.setup, draft, seq_tokens=mid * 256 + req.output_len, kv_dtype=kv).max_batch() >= 1
+        lo, hi = (mid, hi) if fits else (lo, mid - 1)
+    return lo * 256 or None
+
+
 # --- pipeline steps named by check rules ------------------------------------------------------------
 
-def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
+def check_vllm_capabilities(ctx: Context, rule: TreeRule) -> DecisionStep:
     v, vs = ctx.version, format_version(ctx.version)
     removed = []
     for m in METHODS:
         if m == "none":
             continue
-        ok, why = ctx.table.runnable_method(m, v)
-        if not ok and v >= (0, 8, 2):
+        ok, why = ctx.table.runnable_method(m, v) if v >= (0, 8, 2) else _v0_runnable(ctx, m)
+        if not ok:
             if ctx.request.method == m:
                 row = ctx.table.lookup("method", m)
                 if row is not None and not row.present_in(v):
@@ -147,6 +219,22 @@ def check_vllm_capabilities(ctx: Context, rule: Rule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=f"vllm_version={vs}", outcome="; ".join(parts))
 
 
+def _v0_runnable(ctx: Context, method: str) -> tuple[bool, str]:
+    """Before 0.8.2 the V0 engine speculates through --speculative-model: what the launch renderer can express
+    for this release (specops.engines.argv), so an unpinned plan picks only what the release has."""
+    from specops.engines.argv import LaunchConfig, speculative_config
+    from specops.errors import SpecopsError
+    from specops.speculation import needs_draft
+
+    cfg = LaunchConfig(vllm_version=ctx.request.vllm_version, model=ctx.model.id, method=method,
+                       draft_model="draft" if needs_draft(method) else None, num_speculative_tokens=1)
+    try:
+        speculative_config(cfg, ctx.table)
+    except SpecopsError as exc:
+        return False, exc.message
+    return True, ""
+
+
 def _typical_draft(ctx: Context, method: str) -> DraftSpec:
     model = ctx.model
     if method in ("draft_model", "dflash"):
@@ -168,7 +256,7 @@ def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
     return DraftSpec(ref.method, ref.id, params, ref.generation)
 
 
-def check_drafts(ctx: Context, rule: Rule) -> DecisionStep:
+def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
     req, found, missing = ctx.request, [], []
     if req.draft:
         ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
@@ -227,8 +315,9 @@ def _kv_for(ctx: Context, method: str) -> str:
     return options[-1]
 
 
-def check_kv_cache(ctx: Context, rule: Rule) -> DecisionStep:
+def check_kv_cache(ctx: Context, rule: TreeRule) -> DecisionStep:
     req = ctx.request
+    check_fits(ctx)
     for m in [*ctx.drafts, "none"]:
         ctx.kv_by_method[m] = _kv_for(ctx, m)
     base = ctx.kv_by_method["none"]
@@ -320,7 +409,7 @@ def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
     return min(top, key=rank)
 
 
-def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
+def check_cost_model(ctx: Context, rule: TreeRule) -> DecisionStep:
     req = ctx.request
     rows = [_eval(ctx, "none", 0, req.batch_size)] if req.method in (None, "none") else []
     measured = ctx.measured.drafts() if ctx.measured is not None else None
@@ -340,6 +429,7 @@ def check_cost_model(ctx: Context, rule: Rule) -> DecisionStep:
     if unmeasured:
         ctx.warn(f"{ctx.measured.label} ranks only what it measured; not ranked: {', '.join(unmeasured)} "
                  "(tune them too, or pin one with --method for a roofline estimate)")
+    rows = [e for e in rows if e.memory.max_batch() >= 1 or e.method == req.method]  # runs no request at all
     if not rows:
         rows = [_eval(ctx, "none", 0, req.batch_size)]
     ctx.table_rows = rows
@@ -462,7 +552,7 @@ def evidence_for(ctx: Context, e: Evaluation):
                     residuals=ctx.residuals)
 
 
-def check_evidence(ctx: Context, rule: Rule) -> DecisionStep:
+def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     """Speculate only where the evidence says it pays: the lower end of the chosen candidate's range
     must be >= 1, unless the request allows uncertain gains or pinned the method."""
     req, chosen = ctx.request, ctx.chosen
@@ -545,7 +635,7 @@ def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
     step = next((s for s in steps if s.rule == "task"), None)
     if step is None or e is None or e.method == "none":
         return
-    from specops.planner.calibration import TASK_CLASS
+    from specops.planner.priors import TASK_CLASS
 
     cls = TASK_CLASS.get(ctx.request.task, ctx.request.task)
     if f"(no {cls} row" in e.prior_source:

@@ -73,11 +73,12 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
     if not e.fits:
         ctx.warn(f"the KV cache for batch {req.batch_size} × {req.context_len + req.output_len} tokens does not fit "
                  f"({e.memory.weights_gib + e.memory.draft_gib + e.memory.kv_gib(req.batch_size):.1f} GiB needed, "
-                 f"{e.memory.available_gib:.1f} GiB usable): at most {e.memory.max_batch()} requests run at once; "
-                 "predictions use that batch")
+                 f"{e.memory.available_gib:.1f} GiB usable): at most {e.memory.max_batch()} requests run at once, so the "
+                 f"predictions are for batch {e.effective_batch}, not --batch-size {req.batch_size}")
     if e.method != "none" and e.kv_dtype.startswith("turboquant"):
         ctx.warn("TurboQuant KV sends multi-token verification through its prefill path, which may cost part of "
-                 "the speculative gain: measure before relying on the prediction")
+                 "the speculative gain, and the predictions do not include the mitigations added for known bugs "
+                 "(e.g. --enforce-eager): measure before relying on the prediction")
     if e.method != "none" and (e.prior_source.startswith("default") or "borrowed" in e.prior_source):
         ctx.warn(f"acceptance for {e.method} is not measured or published for this case ({e.prior_source}); "
                  "measure it before relying on the prediction")
@@ -85,8 +86,8 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
         ctx.warn("the target is quantized but EAGLE/Medusa drafts are trained on the 16-bit target: acceptance can "
                  "drop (vllm#36223); measure it")
     if req.quantization and req.quantization not in ONLINE_QUANT:
-        ctx.warn(f"--quantization {req.quantization}: point --model at a pre-quantized checkpoint (vLLM reads its "
-                 "quantization_config); no --quantization flag is rendered")
+        ctx.warn(f"--quantization {req.quantization}: the launch serves {ctx.model.id}, a pre-quantized checkpoint "
+                 "(vLLM reads its quantization_config; no --quantization flag is rendered)")
     if e.method == "suffix":
         ctx.warn("suffix decoding needs `pip install arctic-inference==0.1.1` in the engine's environment")
 
@@ -104,8 +105,17 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         gamma, schedule = None, None
     method = e.method if gamma else "none"
     draft_id = e.draft.id if (e.draft and method != "none") else None
+    from specops.planner.recommend import check_fits
+
+    check_fits(ctx, e)  # a plan that runs no request is refused, naming what would fit
     _warnings(ctx, e)
     cfg = launch_config(ctx, method, draft_id, gamma, e.kv_dtype, schedule)
+    from specops.engines.bugs import known_bugs
+
+    bugs = known_bugs(cfg, ctx.table)  # the same rows deploy and the gate read: refuse, mitigate, warn
+    for w in bugs.warnings():
+        ctx.warn(w)
+    cfg = bugs.cfg
     argv = render_argv(cfg, entrypoint="console", table=ctx.table)
     sc = speculative_config(cfg, ctx.table)
     mem = e.memory
@@ -163,10 +173,13 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
         target=ModelRef(model=plan.model),
         draft=ModelRef(model=plan.draft) if plan.draft else None,
         speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
-                                     num_speculative_tokens_per_batch_size=sched),
+                                     num_speculative_tokens_per_batch_size=sched,
+                                     draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype")),
         engine=EngineBlock(vllm_version=plan.vllm.version, kv_cache_dtype=plan.kv_cache_dtype,
                            tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
-                           quantization=_flag(plan.vllm.argv, "--quantization")),
+                           quantization=_flag(plan.vllm.argv, "--quantization"),
+                           enforce_eager="--enforce-eager" in plan.vllm.argv,
+                           extra_args=[a for a in plan.vllm.argv if a == "--no-enable-prefix-caching"]),
         expectations=_expectations(plan, Expectations),
     )
 

@@ -11,13 +11,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from specops.models import Strict
 from specops.planner.types import DecisionStep
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class _Strict(Strict):
+    model_config = ConfigDict(populate_by_name=True)
 
 
 class Predicate(_Strict):
@@ -58,7 +59,7 @@ class Branch(_Strict):
     effects: Effects = Field(default_factory=Effects, description="Effect on the candidates.")
 
 
-class Rule(_Strict):
+class TreeRule(_Strict):
     """One step of the tree."""
 
     id: str = Field(description="Rule id reported in decision_path.")
@@ -77,7 +78,7 @@ class DecisionTree(_Strict):
     """playbooks/decision-tree.yaml."""
 
     version: int = Field(description="Schema version.")
-    rules: list[Rule] = Field(description="Rules in evaluation order.")
+    rules: list[TreeRule] = Field(description="Rules in evaluation order.")
 
     @model_validator(mode="after")
     def _vocabulary_and_order(self) -> DecisionTree:
@@ -131,7 +132,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def evaluate_rule(rule: Rule, facts: dict[str, Any], constraints: Constraints) -> DecisionStep:
+def evaluate_rule(rule: TreeRule, facts: dict[str, Any], constraints: Constraints) -> DecisionStep:
     """First matching branch: apply its effects, report it."""
     assert rule.branches is not None
     for branch in rule.branches:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from specops.models import Strict
 from specops.speculation import METHODS as METHOD_TABLE
 from specops.speculation import PLANNED as METHODS
 from specops.speculation import Method
@@ -24,8 +25,7 @@ DRAFT_WEIGHT_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].draft_weights
 SEPARATE_MODEL_METHODS = tuple(m for m in METHODS if METHOD_TABLE[m].family == "model")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict
 
 
 class GPU(_Strict):
@@ -49,6 +49,14 @@ class DraftRef(_Strict):
     generation: Literal["1", "2", "3", "3.1"] | None = Field(None, description="EAGLE generation.")
     params_b: float | None = Field(None, gt=0, description="Draft size (billions); heads default to one layer + LM head.")
     source: str = Field("", description="Where the draft is published.")
+
+
+class QuantizedCheckpoint(_Strict):
+    """A published pre-quantized checkpoint of a catalog model (what --quantization awq/gptq/int8/nvfp4 launches)."""
+
+    id: str = Field(description="Hub id of the quantized checkpoint.")
+    quantization: Literal["awq", "gptq", "int8", "nvfp4"] = Field(description="Its weight quantization.")
+    source: str = Field(description="Where it is published.")
 
 
 class ModelSpec(_Strict):
@@ -76,6 +84,10 @@ class ModelSpec(_Strict):
     mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
     drafts: list[DraftRef] = Field(default_factory=list, description="Public drafts for this target.")
     quantization: str | None = Field(None, description="Quantization the weights are served with.")
+    base_id: str | None = Field(None, description="Hub id of the base (pre-trained) checkpoint of this "
+                                "instruct model: same architecture, its own names, none of the instruct drafts' heads.")
+    base_names: list[str] = Field(default_factory=list, description="Short names of the base checkpoint.")
+    checkpoints: list[QuantizedCheckpoint] = Field(default_factory=list, description="Published quantized checkpoints.")
     source: str = Field("", description="Where the facts come from.")
 
     @property

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from specops.errors import ConfigFileError, InputError
+from specops.speculation import DRAFT_CONFIG_TYPES
 from specops.speculation import eagle_generation as eagle_markers
 
 BLOCK = 64 * 1024
@@ -174,9 +175,9 @@ def infer_method(cfg_facts: dict) -> str | None:
              if x]
     arch = (cfg_facts.get("architecture") or "").lower()
     model_type = (cfg_facts.get("model_type") or "").lower()
-    for word in ("eagle3", "peagle", "dflash", "medusa", "mlp_speculator"):
+    for word, method in DRAFT_CONFIG_TYPES.items():
         if any(word in k for k in kinds) or word in arch or word in model_type:
-            return {"peagle": "eagle3", "mlp_speculator": "mlp_speculator"}.get(word, word)
+            return method
     if "eagle" in arch or "eagle" in model_type or any("eagle" in k for k in kinds):
         return "eagle"
     if arch.endswith("forcausallm"):

@@ -25,17 +25,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from specops.models import EXIT_CODES, Finding, Outcome, verdict
+from specops.models import EXIT_CODES, Finding, Outcome, Strict, verdict
 from specops.registry.schema import DraftPublic, TargetPublic
 from specops.speculation import WEIGHTLESS_METHODS
 
 
-class LineageReport(BaseModel):
+class LineageReport(Strict):
     """The verdict of ``check_lineage``."""
 
-    model_config = ConfigDict(extra="forbid")
 
     target: str = Field(description="Target NAME@VERSION checked.")
     draft: str = Field(description="Draft NAME@VERSION checked.")

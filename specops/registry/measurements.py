@@ -6,13 +6,13 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 from sqlalchemy import JSON, DateTime, String, type_coerce
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from specops.errors import InputError, RegistryError
-from specops.models import Finding
+from specops.models import Finding, Strict
 from specops.registry.schema import (
     Deployment,
     MeasurementCreate,
@@ -37,10 +37,9 @@ class LeaseHeldError(RegistryError):
     """A retraining job is already running for this deployment (one at a time). Exit 2."""
 
 
-class TrendPoint(BaseModel):
+class TrendPoint(Strict):
     """Aggregate of the measurements whose window ends in one bucket."""
 
-    model_config = ConfigDict(extra="forbid")
 
     start: datetime = Field(description="Bucket start (UTC).")
     measurements: int = Field(description="Rows in the bucket.")
@@ -51,9 +50,7 @@ class TrendPoint(BaseModel):
     mean_acceptance_length: float | None = Field(description="1 + sum accepted / sum drafts.")
 
 
-class Trend(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Trend(Strict):
     deployment: str
     since: datetime
     until: datetime

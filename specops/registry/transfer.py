@@ -15,11 +15,12 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from specops.errors import ConfigFileError, InputError
+from specops.models import Strict
 from specops.registry.measurements import MeasurementsMixin, aggregate
 from specops.registry.migrations import MIGRATIONS
 from specops.registry.schema import (
@@ -47,9 +48,7 @@ EXPORT_MAX_BYTES = 1 << 30
 """Largest export `lineage import` reads (1 GiB): a bigger file is refused before it is read."""
 
 
-class PruneReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PruneReport(Strict):
     dry_run: bool = Field(description="True: nothing was changed.")
     now: datetime
     deleted: int = Field(description="Measurements beyond the horizon (deleted).")

@@ -15,19 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError, unknown
+from specops.models import Strict
 from specops.retrain.prompts import data_sha256, write_prompts
 from specops.retrain.types import BACKENDS, TrainResult
 
 StepCallback = Callable[[int, float], None]
 
 
-class TrainContext(BaseModel):
+class TrainContext(Strict):
     """Everything a backend needs for one run (paths absolute)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     deployment: str = Field(description="Deployment being healed.")
     target_dir: str = Field(description="Target folder (or hub id for the GPU backends).")

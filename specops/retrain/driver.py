@@ -25,18 +25,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError, NotFoundError
+from specops.models import Strict
 from specops.retrain.types import BackendName, Comparison, Decision, TrainResult
 
 CHECKLIST = "retrain/train-stage"
 
 
-class RetrainOutcome(BaseModel):
+class RetrainOutcome(Strict):
     """What one retrain request did."""
 
-    model_config = ConfigDict(extra="forbid")
 
     deployment: str
     backend: BackendName

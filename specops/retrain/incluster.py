@@ -19,7 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from specops.models import Strict
 
 # (apiGroup, resource) -> verbs, and why. The RBAC test asserts the Role grants exactly these.
 NEEDED: dict[tuple[str, str], dict[str, str]] = {
@@ -42,10 +44,9 @@ Secrets (referenced by name, never read)."""
 LEASE_VERBS_BY_NAME = ("get", "update")  # restricted to resourceNames; create cannot be
 
 
-class MonitorManifestOptions(BaseModel):
+class MonitorManifestOptions(Strict):
     """Where and how the in-cluster monitor runs."""
 
-    model_config = ConfigDict(extra="forbid")
 
     namespace: str = Field(default="specops", description="Namespace of the monitor and the engines it watches.")
     name: str = Field(default="specops-monitor", description="Name of every object (and the leader Lease).")

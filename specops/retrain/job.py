@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError
+from specops.models import Strict
 
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-class JobOptions(BaseModel):
+class JobOptions(Strict):
     """Where and how the training Job runs."""
 
-    model_config = ConfigDict(extra="forbid")
 
     namespace: str = Field(default="default", description="Namespace of the Job.")
     image: str = Field(description="Container image with the trainer installed (and torchrun).")

@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError
+from specops.models import Strict
 
 FRESH_SHAPE = dict(hidden_size=128, intermediate_size=344, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=2)
@@ -34,10 +35,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "merges.txt", "tokenizer.model", "chat_template.jinja")
 
 
-class LocalParams(BaseModel):
+class LocalParams(Strict):
     """Knobs of the local distillation (the defaults are the measured tiny-model recipe)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(default=300, ge=1, le=1_000_000, description="Optimizer steps (fixed, not time-budgeted).")
     batch_size: int = Field(default=16, ge=1, le=4096, description="Sequences per step.")

@@ -7,15 +7,15 @@ import os
 import subprocess
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import EngineError
+from specops.models import Strict
 
 
-class Pipeline(BaseModel):
+class Pipeline(Strict):
     """What a GPU backend plans: files under ``<work_dir>/input`` and the steps that use them."""
 
-    model_config = ConfigDict(extra="forbid")
 
     files: dict[str, str] = Field(description="File name -> content, written to <work_dir>/input/.")
     commands: list[list[str]] = Field(description="argv of every step, in order.")

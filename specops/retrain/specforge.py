@@ -25,19 +25,19 @@ import json
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError
+from specops.models import Strict
 from specops.retrain.backends import TrainContext, package_versions
 from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
 from specops.retrain.types import TrainResult
 
 
-class SpecForgeParams(BaseModel):
+class SpecForgeParams(Strict):
     """Knobs of the SpecForge pipeline."""
 
-    model_config = ConfigDict(extra="forbid")
 
     endpoint: str = Field(default="http://127.0.0.1:8000", description="The target's OpenAI-compatible server.")
     served_model_name: str = Field(default="target", description="Model name to ask the server for.")

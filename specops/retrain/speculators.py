@@ -28,19 +28,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.engines.client import CHAT, route
+from specops.models import Strict
 from specops.retrain.backends import TrainContext, package_versions
 from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
 from specops.retrain.types import TrainResult
 
 
-class SpeculatorsParams(BaseModel):
+class SpeculatorsParams(Strict):
     """Knobs of the speculators pipeline."""
 
-    model_config = ConfigDict(extra="forbid")
 
     endpoint: str = Field(default="http://127.0.0.1:8000", description="The target's vLLM server (base URL).")
     hidden_states_endpoint: str | None = Field(

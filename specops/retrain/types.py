@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from specops.models import Strict
 
 BackendName = Literal["local", "speculators", "specforge"]
 BACKENDS: tuple[str, ...] = get_args(BackendName)
 """The retraining backends, in the order `specops retrain --help` names them."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Model = Strict
 
 
 class Acceptance(_Model):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from specops.errors import InputError, NotFoundError
 from specops.settings import specops_home
-from specops.tune.fit import cumulative, find_acceptance, fit_acceptance, fit_coefficients, predict
-from specops.tune.types import Calibration, EngineConfig, PointResult, PredictedPoint
+from specops.tune.fit import cumulative, find_acceptance, fit_model, predict
+from specops.tune.types import EngineConfig, PointResult, PredictedPoint, TuneCalibration
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -37,10 +37,11 @@ def check_name(name: str) -> str:
 
 
 def fit_calibration(points: list[PointResult], *, name: str, hardware: str, model: str, engine_version: str,
-                    workload: str, run_id: str | None = None) -> Calibration:
+                    workload: str, run_id: str | None = None, cost_fit_note: str | None = None) -> TuneCalibration:
+    """Fit acceptance and step cost (:func:`specops.tune.fit.fit_model`); the method used is the
+    calibration's ``cost_fit`` (``cost_fit_note`` says why, e.g. why synthetic runs were not possible)."""
     ok = [r for r in points if r.status == "ok" and r.sample is not None]
-    acceptance = fit_acceptance(ok)
-    coef = fit_coefficients(ok, acceptance)
+    coef, acceptance, how = fit_model(ok)
     errors = []
     for r in ok:
         try:
@@ -48,11 +49,12 @@ def fit_calibration(points: list[PointResult], *, name: str, hardware: str, mode
         except InputError:
             continue
         errors.append(abs(p.tokens_per_s - r.sample.tokens_per_s) / r.sample.tokens_per_s)
-    return Calibration(
+    return TuneCalibration(
         name=check_name(name), created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         hardware=hardware, model=model, engine_version=engine_version, workload=workload, run_id=run_id,
         coefficients=coef, acceptance=acceptance, samples=len(ok), points=list(points),
-        fit_residual_median=statistics.median(errors) if errors else None)
+        fit_residual_median=statistics.median(errors) if errors else None, cost_fit=how,
+        cost_fit_note=cost_fit_note)
 
 
 def _open(registry=None):
@@ -73,7 +75,7 @@ def _existing_registry():
     return _open()
 
 
-def save_calibration(cal: Calibration, registry=None) -> Calibration:
+def save_calibration(cal: TuneCalibration, registry=None) -> TuneCalibration:
     """Store ``cal`` in the registry as the next revision of its name; returns it with ``revision`` set."""
     reg = _open(registry)
     doc = cal.model_dump(mode="json")
@@ -83,8 +85,8 @@ def save_calibration(cal: Calibration, registry=None) -> Calibration:
     return cal.model_copy(update={"revision": row.revision})
 
 
-def _from_row(row) -> Calibration:
-    return Calibration.model_validate({**row.document, "name": row.name, "revision": row.revision})
+def _from_row(row) -> TuneCalibration:
+    return TuneCalibration.model_validate({**row.document, "name": row.name, "revision": row.revision})
 
 
 def _import_legacy(reg) -> None:
@@ -97,13 +99,13 @@ def _import_legacy(reg) -> None:
         if path.stem in known:
             continue
         try:
-            cal = Calibration.model_validate_json(path.read_text(encoding="utf-8"))
+            cal = TuneCalibration.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # not a calibration file: left alone
         save_calibration(cal, reg)
 
 
-def list_calibrations(registry=None) -> list[Calibration]:
+def list_calibrations(registry=None) -> list[TuneCalibration]:
     """Every stored calibration (newest revision per name), newest first."""
     reg = registry or _existing_registry()
     if reg is None:
@@ -117,7 +119,7 @@ def list_calibrations(registry=None) -> list[Calibration]:
     return out
 
 
-def load_calibration(ref: str, registry=None) -> Calibration:
+def load_calibration(ref: str, registry=None) -> TuneCalibration:
     """``NAME`` (newest revision) or ``NAME@REVISION`` from the registry."""
     check_name(ref.partition("@")[0])
     reg = registry or _existing_registry()
@@ -128,7 +130,7 @@ def load_calibration(ref: str, registry=None) -> Calibration:
     return _from_row(reg.get_calibration(ref))
 
 
-def newest_calibration(model: str | None = None, registry=None) -> Calibration | None:
+def newest_calibration(model: str | None = None, registry=None) -> TuneCalibration | None:
     """The newest stored calibration (for ``model`` if given), or None."""
     reg = registry or _existing_registry()
     if reg is None:
@@ -138,7 +140,7 @@ def newest_calibration(model: str | None = None, registry=None) -> Calibration |
     return _from_row(rows[0]) if rows else None
 
 
-def predict_with(cal: Calibration, config: EngineConfig, concurrency: int) -> PredictedPoint:
+def predict_with(cal: TuneCalibration, config: EngineConfig, concurrency: int) -> PredictedPoint:
     return predict(cal.coefficients, cal.acceptance, config, concurrency)
 
 
@@ -146,10 +148,10 @@ class FittedModel:
     """A calibration as ``specops.planner.recommend(measured=...)`` takes it: the exact fitted predictor
     (:func:`predict_with`) for the methods and γ values the tune run measured."""
 
-    def __init__(self, cal: Calibration) -> None:
+    def __init__(self, cal: TuneCalibration) -> None:
         self.cal = cal
         self.label = f"calibration {cal.ref} ({cal.samples} points)"
-        ok = [r.point.config for r in cal.points if r.status == "ok"]
+        ok = [r.point.config for r in cal.points if r.status == "ok" and r.point.config.synthetic_rate is None]
         self._drafts: dict[str, str | None] = {}
         self._gammas: dict[str, list[int]] = {}
         for c in ok:
@@ -186,7 +188,7 @@ class FittedModel:
         return MeasuredPrediction(tpot_ms=p.tpot_ms, tokens_per_s=p.tokens_per_s, tau=p.tau, acceptance_rate=rate)
 
 
-def to_planner(cal: Calibration, task: str = "code"):
+def to_planner(cal: TuneCalibration, task: str = "code"):
     """(EngineProfile, [MeasuredAcceptance]) for ``specops.planner.recommend(..., calibration=profile,
     priors=default_priors().with_measured(*measured))``. The planner's roofline has no per-sequence term,
     so this is approximate: the fixed overhead maps to ``step_overhead_ms``, draft costs to the draft
@@ -209,5 +211,5 @@ def to_planner(cal: Calibration, task: str = "code"):
     return profile, measured
 
 
-def dump(cal: Calibration) -> str:
+def dump(cal: TuneCalibration) -> str:
     return json.dumps(cal.model_dump(mode="json"), indent=2)

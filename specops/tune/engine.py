@@ -64,7 +64,8 @@ class LocalDeployer:
         spec.draft = ModelRef(model=config.draft) if config.draft and config.method in DRAFT_METHODS else None
         # n-gram keeps vLLM's default match window, as `specops recommend` deploys it: γ is how many
         # tokens follow a match, not the match length (tying them made acceptance depend on γ).
-        spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None)
+        spec.speculative = SpeculativeBlock(method=config.method, num_speculative_tokens=config.gamma or None,
+                                            synthetic_acceptance_rates=config.synthetic_rates())
         spec.serve.port = port or free_port()
         return spec
 
@@ -111,8 +112,8 @@ class RemoteDeployer:
     api_key_env: str | None = None
 
     def start(self, config: EngineConfig) -> EngineHandle:
+        from specops.engines.client import VllmClient
         from specops.metrics import base_url
-        from specops.metrics.http import exchange
 
         url = self.endpoints.get(config.key)
         if url is None:
@@ -120,7 +121,7 @@ class RemoteDeployer:
                               f"pass --endpoint-for {config.key}=URL, or leave it out of --methods/--gammas")
         url = base_url(url)
         try:
-            exchange("GET", url + "/v1/models", deadline_s=10.0)
+            VllmClient(url).models(deadline_s=10.0)
         except MeasurementError as exc:
             raise EngineError(f"cannot reach {url} for {config.key} ({exc.message})",
                               "check that the engine is running and the URL is right") from None

@@ -16,6 +16,13 @@ relative error (rows weighted by 1/observed), coefficients constrained ≥ 0 by 
 the most negative, refit). numpy's ``lstsq`` when available, else the normal equations in pure
 Python (both small: ≤ 3 + 2 per method unknowns). scipy is not needed.
 
+**Synthetic cost runs.** Where vLLM's synthetic rejection sampler runs (:mod:`specops.tune.synthetic`),
+tune measures each method × γ again with acceptance fixed by construction (α per position, see
+:meth:`EngineConfig.synthetic_rates`). Then the step cost is fitted from the baseline and those runs only
+(:func:`fit_model`, ``cost_fit="synthetic"``) and the acceptance from the standard runs only: how good the
+drafter happens to be on a run can no longer leak into the cost coefficients. Without synthetic runs both
+come from the standard runs (``cost_fit="joint"``).
+
 **Tokens/s** of a finite closed-loop run is ``u_b · b · 1000 / TPOT`` where ``u_b`` (prefill,
 ramp-up and tail of the run) is the median measured ratio at concurrency b.
 """
@@ -27,17 +34,15 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
+from specops.speculation import PROMPT_METHODS
 from specops.tune.types import (
-    Acceptance,
     Coefficients,
+    DrafterAcceptance,
     EngineConfig,
     PointResult,
     PredictedPoint,
     Sample,
 )
-
-PROMPT_METHODS = ("ngram", "suffix")
-
 
 # --- per-sample derived quantities -------------------------------------------------------------------
 
@@ -74,11 +79,12 @@ def drafter_key(config: EngineConfig) -> tuple[str, str | None]:
     return config.method, config.draft
 
 
-def fit_acceptance(points: list[PointResult]) -> list[Acceptance]:
+def fit_acceptance(points: list[PointResult]) -> list[DrafterAcceptance]:
     """Per-position acceptance per drafter, pooled over every measured point of that drafter."""
     acc: dict[tuple, dict] = {}
     for r in points:
-        if r.status != "ok" or r.sample is None or r.point.config.method == "none":
+        if r.status != "ok" or r.sample is None or r.point.config.method == "none" or \
+                r.point.config.synthetic_rate is not None:  # synthetic runs measure the coin, not the drafter
             continue
         s = r.sample
         a = acc.setdefault(drafter_key(r.point.config), {"acc": defaultdict(float), "drafts": defaultdict(float),
@@ -101,11 +107,11 @@ def fit_acceptance(points: list[PointResult]) -> list[Acceptance]:
         if not per_pos:
             continue
         frac = min(1.0, a["all_drafts"] / a["steps"]) if a["steps"] > 0 else 1.0
-        out.append(Acceptance(method=method, draft=draft, per_position=per_pos, drafts=drafts, draft_fraction=frac))
+        out.append(DrafterAcceptance(method=method, draft=draft, per_position=per_pos, drafts=drafts, draft_fraction=frac))
     return out
 
 
-def cumulative(acc: Acceptance, gamma: int) -> list[float]:
+def cumulative(acc: DrafterAcceptance, gamma: int) -> list[float]:
     """P(first k drafts accepted), k = 1..γ; beyond measured positions the last conditional rate continues."""
     rates = list(acc.per_position[:gamma])
     pp = acc.per_position
@@ -117,7 +123,7 @@ def cumulative(acc: Acceptance, gamma: int) -> list[float]:
     return rates
 
 
-def find_acceptance(acceptance: list[Acceptance], config: EngineConfig) -> Acceptance | None:
+def find_acceptance(acceptance: list[DrafterAcceptance], config: EngineConfig) -> DrafterAcceptance | None:
     exact = [a for a in acceptance if a.method == config.method and a.draft == config.draft]
     same = [a for a in acceptance if a.method == config.method]
     return (exact or same or [None])[0]
@@ -192,7 +198,7 @@ def nonnegative_lstsq(rows: list[list[float]], ys: list[float]) -> list[float]:
         active.pop(worst)
 
 
-def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | None = None) -> Coefficients:
+def fit_coefficients(points: list[PointResult], acceptance: list[DrafterAcceptance] | None = None) -> Coefficients:
     ok = [r for r in points if r.status == "ok" and r.sample is not None]
     if not ok:
         raise InputError("no measured points to fit", "measure at least the baseline and one speculative configuration")
@@ -219,6 +225,24 @@ def fit_coefficients(points: list[PointResult], acceptance: list[Acceptance] | N
     return coef
 
 
+def cost_points(points: list[PointResult]) -> tuple[list[PointResult], str]:
+    """The points the step cost is fitted from, and how: ``synthetic`` (baseline + synthetic runs) when
+    any synthetic run was measured, else ``joint`` (every measured point)."""
+    ok = [r for r in points if r.status == "ok" and r.sample is not None]
+    synthetic = [r for r in ok if r.point.config.synthetic_rate is not None]
+    if synthetic:
+        return [r for r in ok if r.point.config.method == "none"] + synthetic, "synthetic"
+    return ok, "joint"
+
+
+def fit_model(points: list[PointResult]) -> tuple[Coefficients, list[DrafterAcceptance], str]:
+    """(coefficients, acceptance, cost_fit) from measured points: acceptance from the standard runs'
+    counters, the step cost from :func:`cost_points`."""
+    acceptance = fit_acceptance(points)
+    cost, how = cost_points(points)
+    return fit_coefficients(cost, acceptance), acceptance, how
+
+
 # --- prediction ------------------------------------------------------------------------------------------
 
 def utilization_at(coef: Coefficients, b: int) -> float:
@@ -231,11 +255,15 @@ def utilization_at(coef: Coefficients, b: int) -> float:
     return nearest[1]
 
 
-def predict(coef: Coefficients, acceptance: list[Acceptance], config: EngineConfig, concurrency: int) -> PredictedPoint:
+def predict(coef: Coefficients, acceptance: list[DrafterAcceptance], config: EngineConfig, concurrency: int) -> PredictedPoint:
     """The fitted model's TPOT and tokens/s for one configuration at one concurrency."""
     b, m, g = concurrency, config.method, config.gamma
     if m == "none" or g == 0:
         tau, f = 1.0, 0.0
+    elif config.synthetic_rate is not None:  # acceptance set by construction; draft fraction as measured
+        acc = find_acceptance(acceptance, config)
+        f = acc.draft_fraction if acc else 1.0
+        tau = 1.0 + f * sum(config.synthetic_rates() or [])
     else:
         acc = find_acceptance(acceptance, config)
         if acc is None:

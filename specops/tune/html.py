@@ -19,7 +19,7 @@ from specops.checks.report import CSS, write_report
 from specops.checks.svg import Point, scatter
 from specops.errors import InputError
 from specops.tune.fit import predict
-from specops.tune.types import Calibration, Figure, ReportRow, TuneReport
+from specops.tune.types import Figure, ReportRow, TuneCalibration, TuneReport
 
 BAND = 0.15  # the ±15% band of plot A (the issue's leave-out target)
 METHOD_COLORS = {"none": "#6b7280", "ngram": "#2563eb", "draft_model": "#f97316", "eagle3": "#16a34a",
@@ -36,7 +36,7 @@ CAPTION_B = ("Per concurrency: dots are measured medians (whisker: spread), line
 CAPTION_C = "From the engine's counters: the share of drafts whose first i tokens were all accepted, per drafter."
 
 
-def render_tune_html(report: TuneReport, calibration: Calibration, *, recommend_picks: list[dict] | None = None,
+def render_tune_html(report: TuneReport, calibration: TuneCalibration, *, recommend_picks: list[dict] | None = None,
                      generated_at: datetime | None = None) -> str:
     """The page for one tune run. ``recommend_picks``: what `specops recommend` picks per concurrency,
     as ``{"concurrency", "method", "gamma", "tokens_per_s_measured" (or None)}``."""
@@ -69,7 +69,7 @@ def _pct(v: float | None, signed: bool = False) -> str:
     return f"{v:+.1f}%" if signed else f"{v:.1f}%"
 
 
-def _header(report: TuneReport, cal: Calibration, at: str) -> str:
+def _header(report: TuneReport, cal: TuneCalibration, at: str) -> str:
     items = [("run", report.run_id), ("calibration", report.calibration or cal.ref), ("model", cal.model),
              ("hardware", cal.hardware), ("engine", cal.engine_version), ("workload", cal.workload),
              ("grid points", f"{report.measured} measured, {report.failed} failed ({cal.samples} samples)"),
@@ -111,7 +111,7 @@ def plot_predicted_vs_measured(report: TuneReport) -> str:
                    empty="no measured grid point")
 
 
-def plots_by_gamma(report: TuneReport, cal: Calibration) -> list[str]:
+def plots_by_gamma(report: TuneReport, cal: TuneCalibration) -> list[str]:
     """Plot B, one chart per concurrency: measured medians (whisker: spread) and the fitted line per method."""
     concurrencies = sorted({r.concurrency for r in report.rows})
     gammas: dict[str, dict[int, ReportRow]] = {}
@@ -121,7 +121,7 @@ def plots_by_gamma(report: TuneReport, cal: Calibration) -> list[str]:
     return [_gamma_plot(report, cal, b, gammas) for b in concurrencies]
 
 
-def _gamma_plot(report: TuneReport, cal: Calibration, b: int, gammas: dict[str, dict[int, ReportRow]]) -> str:
+def _gamma_plot(report: TuneReport, cal: TuneCalibration, b: int, gammas: dict[str, dict[int, ReportRow]]) -> str:
     series: dict[str, list[Point]] = {}
     for r in _measured(report):
         if r.concurrency == b and r.config.method != "none":
@@ -149,7 +149,7 @@ def _fit_tips(method: str, line: list[tuple[float, float]], b: int) -> list[str]
     return [f"{method}-g{g:.0f} @ c={b}: fitted {y:.4g} tok/s" for g, y in line]
 
 
-def _fitted(cal: Calibration, rows: dict[int, ReportRow], b: int) -> list[tuple[float, float]]:
+def _fitted(cal: TuneCalibration, rows: dict[int, ReportRow], b: int) -> list[tuple[float, float]]:
     """The fitted model's tokens/s at every γ of this method (measured or failed)."""
     out = []
     for g, row in sorted(rows.items()):
@@ -160,7 +160,7 @@ def _fitted(cal: Calibration, rows: dict[int, ReportRow], b: int) -> list[tuple[
     return out
 
 
-def plot_acceptance(cal: Calibration) -> str:
+def plot_acceptance(cal: TuneCalibration) -> str:
     """Plot C: P(first i drafts accepted) per position, one line per drafter."""
     series: dict[str, list[Point]] = {}
     for a in cal.acceptance:

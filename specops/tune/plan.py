@@ -19,32 +19,33 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.errors import InputError, did_you_mean
+from specops.models import Strict
 from specops.tune.types import DRAFT_METHODS, TUNE_METHODS, EngineConfig, GridPoint
 
 
-class Session(BaseModel):
+class Session(Strict):
     """One engine life: start ``config``, run ``points`` (same config, various loads), stop."""
 
-    model_config = ConfigDict(extra="forbid")
 
     config: EngineConfig
     pass_index: int = Field(ge=0, description="0 for the first visit of this config, 1 for the repeat pass, ...")
     points: list[GridPoint] = Field(description="Loads to run in order, inside one engine life.")
 
 
-class GridOptions(BaseModel):
+class GridOptions(Strict):
     """What to measure and how much time there is."""
 
-    model_config = ConfigDict(extra="forbid")
 
     methods: list[str] = Field(default_factory=lambda: ["none", "ngram", "draft_model"],
                                description="Methods; 'none' (the baseline) is always added.")
     gammas: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 6], description="γ values for speculative methods.")
     concurrency: list[int] = Field(default_factory=lambda: [1, 4], description="Concurrency levels (no restart).")
     draft: str | None = Field(None, description="Draft folder for draft_model / eagle*.")
+    synthetic_rates: list[float] = Field(default_factory=list, description="α values of the cost runs "
+                                         "(vLLM's synthetic rejection sampler) per method and γ; empty: none.")
     passes: int = Field(2, ge=1, le=10, description="Visits per configuration (interleaved A B A B).")
     inner_repeats: int = Field(1, ge=1, le=10, description="Runs per load inside one engine life.")
     budget_s: float | None = Field(None, gt=0, description="Wall-clock budget (s); None: no limit.")
@@ -127,13 +128,17 @@ def gamma_order(gammas: list[int]) -> list[int]:
     return order
 
 
-def config_order(methods: list[str], gammas: list[int], draft: str | None) -> list[EngineConfig]:
-    """Baseline first, then methods interleaved by γ rank (each method's middle γ before any extreme)."""
+def config_order(methods: list[str], gammas: list[int], draft: str | None,
+                 synthetic_rates: list[float] | None = None) -> list[EngineConfig]:
+    """Baseline first, then methods interleaved by γ rank (each method's middle γ before any extreme);
+    each standard configuration is followed by its synthetic cost runs (one per α), if any."""
     spec_methods = [m for m in methods if m != "none"]
     order = [EngineConfig(method="none")]
     for g in gamma_order(gammas):
         for m in spec_methods:
-            order.append(EngineConfig(method=m, gamma=g, draft=draft if m in DRAFT_METHODS else None))
+            d = draft if m in DRAFT_METHODS else None
+            order.append(EngineConfig(method=m, gamma=g, draft=d))
+            order += [EngineConfig(method=m, gamma=g, draft=d, synthetic_rate=a) for a in synthetic_rates or []]
     return order
 
 
@@ -156,7 +161,7 @@ def plan_grid(opts: GridOptions) -> list[Session]:
         if m in DRAFT_METHODS and not opts.draft:
             raise InputError(f"--methods includes {m}, which needs a draft model",
                              "pass --draft DIR (or give the draft in the spec), or drop it from --methods")
-    configs = config_order(list(opts.methods), opts.gammas, opts.draft)
+    configs = config_order(list(opts.methods), opts.gammas, opts.draft, opts.synthetic_rates)
     sessions = []
     for p in range(opts.passes):
         for cfg in configs:

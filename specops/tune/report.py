@@ -1,6 +1,7 @@
 """The tune report: every grid point measured (median and spread over repeats) against the fitted
-model's prediction, in-fit and with the point's configuration left out of the fit; the configuration
-the fitted model picks per concurrency, and the best measured one."""
+model's prediction, in-fit and with the point's configuration left out of the fit; each (method, γ,
+batch) configuration left out of the fit and predicted from the rest (:func:`leave_one_config_out`);
+the configuration the fitted model picks per concurrency, and the best measured one."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
-from specops.tune.fit import fit_acceptance, fit_coefficients, predict
+from specops.tune.fit import fit_model, predict
 from specops.tune.types import (
-    Calibration,
     EngineConfig,
     Figure,
+    HeldOut,
     Pick,
     PointResult,
     ReportRow,
+    TuneCalibration,
     TuneReport,
 )
 
@@ -44,16 +46,14 @@ def _row(config: EngineConfig, b: int, results: list[PointResult]) -> ReportRow:
     ok = [r for r in results if r.status == "ok" and r.sample is not None]
     if not ok:
         return ReportRow(config=config, concurrency=b, status="failed", error=results[0].error)
+    from specops.speculation import Acceptance
+
     s = [r.sample for r in ok]
-    drafts = sum(x.num_drafts for x in s)
-    positions = max((len(x.accepted_per_position) for x in s), default=0)
-    per_pos = [sum(x.accepted_per_position[i] for x in s if len(x.accepted_per_position) > i) / drafts
-               for i in range(positions)] if drafts else []
-    draft_tokens = sum(x.num_draft_tokens for x in s)
+    pooled = Acceptance.pooled(Acceptance(x.num_drafts, x.num_draft_tokens, x.num_accepted_tokens,
+                                          tuple(x.accepted_per_position)) for x in s)
     return ReportRow(config=config, concurrency=b, status="ok",
                      tokens_per_s=figure([x.tokens_per_s for x in s]), tpot_ms=figure([x.tpot_ms for x in s]),
-                     acceptance_rate=(sum(x.num_accepted_tokens for x in s) / draft_tokens) if draft_tokens else None,
-                     per_position=per_pos)
+                     acceptance_rate=pooled.rate, per_position=pooled.per_position or [])
 
 
 def _pct(pred: float, meas: float) -> float:
@@ -63,14 +63,41 @@ def _pct(pred: float, meas: float) -> float:
 def _leave_out(points: list[PointResult], config: EngineConfig, b: int) -> float | None:
     rest = [r for r in points if r.status == "ok" and r.point.config != config]
     try:
-        acc = fit_acceptance(rest)
-        coef = fit_coefficients(rest, acc)
+        coef, acc, _ = fit_model(rest)
         return predict(coef, acc, config, b).tokens_per_s
     except InputError:
         return None  # nothing else measured this method: no acceptance to predict from
 
 
-def build_report(cal: Calibration, candidates: list[EngineConfig], concurrency: list[int],
+def leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
+    """Each measured (method, γ, batch) of the standard runs left out of the fit — with its synthetic
+    cost runs at that γ and batch, if any — and its tokens/s predicted by a model fitted (acceptance and
+    cost, as :func:`specops.tune.fit.fit_model`) on everything else. A configuration whose method has no
+    other measured point cannot be predicted and is not listed."""
+    ok = [r for r in points if r.status == "ok" and r.sample is not None]
+
+    def cell(r: PointResult) -> tuple:
+        c = r.point.config
+        return c.method, c.gamma, c.draft, r.point.concurrency
+
+    out = []
+    for key in sorted({cell(r) for r in ok if r.point.config.synthetic_rate is None},
+                      key=lambda k: (k[0] != "none", k[0], k[1], k[3])):
+        method, gamma, draft, b = key
+        held = [r for r in ok if cell(r) == key and r.point.config.synthetic_rate is None]
+        rest = [r for r in ok if cell(r) != key]
+        try:
+            coef, acc, _ = fit_model(rest)
+            pred = predict(coef, acc, held[0].point.config, b).tokens_per_s
+        except InputError:
+            continue
+        meas = statistics.median(r.sample.tokens_per_s for r in held)
+        out.append(HeldOut(method=method, gamma=gamma, concurrency=b, predicted_tokens_per_s=pred,
+                           measured_tokens_per_s=meas, error_pct=_pct(pred, meas)))
+    return out
+
+
+def build_report(cal: TuneCalibration, candidates: list[EngineConfig], concurrency: list[int],
                  run_id: str, notes: list[str] | None = None) -> TuneReport:
     points = cal.points
     rows = []
@@ -89,6 +116,7 @@ def build_report(cal: Calibration, candidates: list[EngineConfig], concurrency: 
     report = TuneReport(run_id=run_id, calibration=cal.ref, rows=rows,
                         median_error_pct=statistics.median(errs) if errs else None,
                         median_leave_out_error_pct=statistics.median(lo_errs) if lo_errs else None,
+                        held_out=leave_one_config_out(points), cost_fit=cal.cost_fit,
                         failed=sum(1 for r in rows if r.status == "failed"),
                         measured=sum(1 for r in rows if r.status == "ok"), notes=list(notes or []))
     measured = {(r.config, r.concurrency): r for r in rows if r.status == "ok"}

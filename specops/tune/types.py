@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-TuneMethod = Literal["none", "ngram", "draft_model", "eagle3", "eagle", "mtp", "suffix"]
-TUNE_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "eagle", "mtp", "suffix")
-DRAFT_METHODS = ("draft_model", "eagle3", "eagle")  # methods that need a draft folder
+from specops.models import Strict
+from specops.speculation import PLANNED, needs_draft
 
+TUNE_METHODS: tuple[str, ...] = ("none", *(m for m in PLANNED if m not in ("none", "dflash", "medusa")))
+"""What tune measures: the planner's methods, less Medusa (gone from vLLM 0.33) and DFlash (its block
+draft is not something tune can build or find for a local target)."""
+TuneMethod = Literal[TUNE_METHODS]  # type: ignore[valid-type]
+DRAFT_METHODS = tuple(m for m in TUNE_METHODS if needs_draft(m))  # methods that need a draft folder
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+_Strict = Strict
 
 class EngineConfig(_Strict):
     """What needs an engine restart to change: method, γ, draft."""
@@ -24,11 +26,23 @@ class EngineConfig(_Strict):
     method: TuneMethod = Field(description="Speculative method; none is the baseline.")
     gamma: int = Field(0, ge=0, le=16, description="γ: drafted tokens per step (0 for none).")
     draft: str | None = Field(None, description="Draft folder or hub id (draft_model/eagle*).")
+    synthetic_rate: float | None = Field(None, gt=0, le=1, description="Cost runs only: vLLM's synthetic "
+                                         "rejection sampler accepts each draft token with this probability "
+                                         "(per-position rates α, α², …): acceptance fixed by construction.")
 
     @property
     def key(self) -> str:
-        """Stable id: 'none', 'ngram-g2', 'draft_model-g3'."""
-        return "none" if self.method == "none" else f"{self.method}-g{self.gamma}"
+        """Stable id: 'none', 'ngram-g2', 'draft_model-g3', 'draft_model-g3-syn0.5' (synthetic cost run)."""
+        if self.method == "none":
+            return "none"
+        base = f"{self.method}-g{self.gamma}"
+        return base if self.synthetic_rate is None else f"{base}-syn{self.synthetic_rate:g}"
+
+    def synthetic_rates(self) -> list[float] | None:
+        """vLLM's ``synthetic_acceptance_rates`` for this run: P(first i+1 drafts accepted) = α^(i+1)."""
+        if self.synthetic_rate is None or self.method == "none":
+            return None
+        return [round(self.synthetic_rate ** (i + 1), 6) for i in range(self.gamma)]
 
 
 class GridPoint(_Strict):
@@ -106,7 +120,7 @@ class Coefficients(_Strict):
                                           "(prefill, ramp-up and tail of a finite run).")
 
 
-class Acceptance(_Strict):
+class DrafterAcceptance(_Strict):
     """Per-position acceptance of one drafter on this workload, from the engine's counters."""
 
     method: str
@@ -117,7 +131,7 @@ class Acceptance(_Strict):
                                   "(n-gram finds no match on some steps).")
 
 
-class Calibration(_Strict):
+class TuneCalibration(_Strict):
     """A named, fitted performance model and the data behind it."""
 
     @property
@@ -133,10 +147,15 @@ class Calibration(_Strict):
     workload: str
     run_id: str | None = None
     coefficients: Coefficients
-    acceptance: list[Acceptance]
+    acceptance: list[DrafterAcceptance]
     samples: int = Field(description="Measured points the fit rests on.")
     points: list[PointResult] = Field(default_factory=list, description="The data behind the fit.")
     fit_residual_median: float | None = Field(None, description="Median |pred−meas|/meas of tokens/s on the fit set.")
+    cost_fit: Literal["synthetic", "joint"] = Field(
+        "joint", description="synthetic: step cost fitted from the baseline and runs whose acceptance vLLM's "
+        "synthetic rejection sampler fixed; acceptance from the standard runs' counters. joint: both from the "
+        "standard runs (acceptance noise may leak into the cost).")
+    cost_fit_note: str | None = Field(None, description="Why this cost fit (e.g. why synthetic was not available).")
 
 
 class PredictedPoint(_Strict):
@@ -181,6 +200,17 @@ class Pick(_Strict):
     tokens_per_s: float = Field(description="Predicted (model pick) or measured median (best measured).")
 
 
+class HeldOut(_Strict):
+    """One (method, γ, batch) configuration left out of the fit and predicted from the rest."""
+
+    method: str
+    gamma: int
+    concurrency: int
+    predicted_tokens_per_s: float
+    measured_tokens_per_s: float = Field(description="Median over the held-out runs (standard runs only).")
+    error_pct: float = Field(description="(pred − measured) / measured × 100.")
+
+
 class TuneReport(_Strict):
     run_id: str
     calibration: str | None
@@ -192,6 +222,9 @@ class TuneReport(_Strict):
     pick_within: list[str] = Field(default_factory=list,
                                    description="Per concurrency: whether the model's pick measured ≥ 95% of "
                                    "the best, or inside its spread.")
+    held_out: list[HeldOut] = Field(default_factory=list,
+                                    description="Leave-one-(method, γ, batch)-out predictions of tokens/s.")
+    cost_fit: Literal["synthetic", "joint"] = "joint"
     failed: int = 0
     measured: int = 0
     notes: list[str] = Field(default_factory=list)

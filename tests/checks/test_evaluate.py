@@ -118,7 +118,7 @@ def test_lossless_check_passes_real_speculative_decoding_against_the_same_target
     rep = _deploy(registry, "tiny-matched", None, only=["deploy.lossless"], baseline_endpoint="http://base:8000",
                   complete=complete)
     assert rep.results[0].status == "pass", rep.results[0].message
-    assert calls[0][1] == calls[1][1] and len(calls[0][1]) == 4 and calls[0][2] == 32
+    assert calls[0][1] == calls[1][1] and len(calls[0][1]) == 4 + 2 and calls[0][2] == 32  # + json, tool-call
     assert {calls[0][0], calls[1][0]} == {"http://127.0.0.1:9", "http://base:8000"}
 
 

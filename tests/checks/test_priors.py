@@ -28,7 +28,7 @@ def test_measurements_of_a_draft_become_one_weighted_prior_per_task(registry):
 
 
 def test_priors_plug_into_the_planners_priors():
-    from specops.planner.calibration import default_priors
+    from specops.planner.priors import default_priors
     from specops.planner.types import MeasuredAcceptance
 
     item = MeasuredAcceptance(draft="tiny-draft@v1", method="draft_model", task="code", per_position=[0.7, 0.4],

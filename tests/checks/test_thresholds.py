@@ -43,11 +43,11 @@ def test_gpu_profile_takes_the_floor_from_the_planners_performance_model():
     from specops.checks.thresholds import speedup_model
 
     gpu = get_profile("gpu-default")
-    model, where = speedup_model(gpu, {"method": "eagle3", "target_ref": "llama-3.1-8b@v1"})
+    model, where = speedup_model(gpu, {"method": "eagle3", "target_ref": "llama-3.1-8b-instruct@v1"})
     assert where.startswith("planner performance model") and "H100" in where
     floors = [performance_floor(model, g) for g in (1, 3, 7)]
     assert 0 < floors[0] < floors[1] < floors[2] < 1  # longer chains need a better draft to pay
     # a target the planner does not know, or a profile without a GPU: the documented fallback
     assert speedup_model(gpu, {"method": "eagle3", "target_ref": "mystery@v1"})[1].startswith("Leviathan")
-    assert speedup_model(get_profile("cpu-tiny"), {"method": "draft_model", "target_ref": "llama-3.1-8b@v1"}
+    assert speedup_model(get_profile("cpu-tiny"), {"method": "draft_model", "target_ref": "llama-3.1-8b-instruct@v1"}
                          )[1].startswith("Leviathan")

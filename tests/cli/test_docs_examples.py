@@ -68,28 +68,28 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     # performance-model.md
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
         (0, r"eagle3", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 128  # none: range reaches "
-    "0.49x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 128 --allow-uncertain":
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256  # none: range reaches "
+    "0.81x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
         (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),
-    "specops recommend --model llama-3.1-8b --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
         (0, r'"method": "', None),
-    "specops recommend --model llama-3.1-8b --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
-    "specops recommend --model llama-3.1-8b --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
     "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100   # unknown MoE":
         (0, r"moe: 3B active", None),
-    "specops recommend --model llama-3.1-8b --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
         (0, r'"method":"eagle3".*"num_speculative_tokens":7', None),
     "specops recommend --model vicuna-7b --gpu A100-80GB --context-len 1024 --method medusa --vllm-version 0.32.0":
         (0, r'"method":"medusa"', None),
-    "specops recommend --model llama-3.1-8b --gpu H100 --output deployment --name chat-8b > chat-8b.yaml":
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --output deployment --name chat-8b > chat-8b.yaml":
         (0, r"(?m)^name: chat-8b$", "chat-8b.yaml"),
-    "specops recommend --model llama-3.1-8b --gpu A100-80GB --context-len 256 --batch-size 64 --allow-uncertain -o json":
+    "specops recommend --model llama-3.1-8b-instruct --gpu A100-80GB --context-len 256 --batch-size 64 --allow-uncertain -o json":
         (0, r'"num_speculative_tokens_per_batch_size":\s*\[\s*\[\s*1,', None),
-    "specops recommend --model llama-3.1-8b --gpu H100 --context-len 256 --batch-size 64 --allow-uncertain   # no "
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 256 --batch-size 64 --allow-uncertain   # no "
     "schedule: its cost outweighs it": (0, r"no schedule", None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),

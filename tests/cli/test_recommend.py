@@ -40,30 +40,30 @@ def test_bad_input_is_one_line_with_a_fix_and_exit_2(cli):
     for args in (["--gpu", "H10"], ["--gpu", "H100", "--task", "cod"], ["--gpu", "H100", "--temperature", "nan"],
                  ["--gpu", "H100", "--num-speculative-tokens", "17"], ["--gpu", "H100", "--batch-size", "0"],
                  ["--gpu", "H100", "--method", "medusa"]):
-        r = cli("recommend", "--model", "llama-3.1-8b", *args)
+        r = cli("recommend", "--model", "llama-3.1-8b-instruct", *args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("error: ") and "To fix:" in r.stderr, args
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_weights_that_cannot_fit_exit_2(cli):
-    r = cli("recommend", "--model", "llama-3.1-405b", "--gpu", "L4")
+    r = cli("recommend", "--model", "llama-3.1-405b-instruct", "--gpu", "L4")
     assert r.returncode == 2 and "cannot fit" in r.stderr
 
 
 def test_gpu_and_vllm_version_come_from_env_then_config_file(cli, specops_home):
     (specops_home / "config.yaml").write_text("gpu: A100-80GB\nvllm_version: 0.32.0\n")
-    r = cli("recommend", "--model", "llama-3.1-8b", "--output", "json")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--output", "json")
     data = json.loads(r.stdout)
     assert data["gpu"] == "A100-80GB" and data["vllm"]["version"] == "0.32.0"
-    r = cli("recommend", "--model", "llama-3.1-8b", "--output", "json", env={"SPECOPS_GPU": "H200"})
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--output", "json", env={"SPECOPS_GPU": "H200"})
     assert json.loads(r.stdout)["gpu"] == "H200"
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "L40S", "--output", "json", env={"SPECOPS_GPU": "H200"})
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "L40S", "--output", "json", env={"SPECOPS_GPU": "H200"})
     assert json.loads(r.stdout)["gpu"] == "L40S"
 
 
 def test_deployment_output_is_a_loadable_spec(cli, tmp_path):
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "H100", "--output", "deployment", "--name", "chat-8b")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--output", "deployment", "--name", "chat-8b")
     assert r.returncode == 0, r.stderr
     path = tmp_path / "spec.yaml"
     path.write_text(r.stdout)
@@ -75,7 +75,7 @@ def test_deployment_output_is_a_loadable_spec(cli, tmp_path):
 
 
 def test_bad_deployment_name_is_an_input_error(cli):
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "H100", "--output", "deployment", "--name", "Bad_Name")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--output", "deployment", "--name", "Bad_Name")
     assert r.returncode == 2 and "DNS-1123" in r.stderr and "Traceback" not in r.stderr
 
 

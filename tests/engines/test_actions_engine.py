@@ -4,8 +4,8 @@ engine or the executor: the monitor's actions run through ``EngineExecutor`` as 
 wires it (``drift.service.Watcher``).
 
 One deployment ``act`` is taken through the steps in order (each one leaves the state the next needs),
-eight engine starts in all (≈ 22 min on 2 loaded cores), so this module has its own marker ``actions`` and
-target (`make test-actions`; deselected by `make test`):
+eight engine starts in all (≈ 22 min on 2 loaded cores), so this module has the marker ``long`` and
+target (`make test-long`; deselected by `make test`):
 
 1. deploy target-v1 with an *untrained* draft (random weights, same tokenizer: acceptance ≈ 0);
 2. `specops restart act`: a new engine process with the same argv;
@@ -42,7 +42,7 @@ import pytest
 
 from specops.registry import open_registry
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.actions]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
 PROMPTS = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main():\n",
            "    for key, value in sorted(mapping.items()):\n        if key", "def read_config(path):\n    with open(path) as f:\n"]

@@ -101,9 +101,9 @@ def test_engine_env_is_contained_offline_and_keeps_the_api_key_out_of_the_record
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "cache" / "vllm")
     assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == env["VLLM_NO_USAGE_STATS"] == "1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["A"] == "1"
-    assert env["VLLM_API_KEY"] == "sk-secret" and "HF_TOKEN" not in env
+    assert env["VLLM_API_KEY"] == "sk-secret" and env["HF_TOKEN"] == "hf_should_not_leak"  # inherited by reference
     shown = local.contained_overrides(env)
-    assert shown["VLLM_API_KEY"] == local.REDACTED
+    assert shown["VLLM_API_KEY"] == shown["HF_TOKEN"] == local.REDACTED and "hf_should_not_leak" not in repr(shown)
     assert "sk-secret" not in repr(shown)
 
 

@@ -16,7 +16,6 @@ from functools import lru_cache
 
 import pytest
 
-from specops.planner.calibration import default_priors
 from specops.planner.catalog import load_catalogs
 from specops.planner.evidence import cross_validate, sweep_points
 from specops.planner.perfmodel import (
@@ -32,6 +31,7 @@ from specops.planner.perfmodel import (
     schedule_cost,
     weight_bytes_read,
 )
+from specops.planner.priors import default_priors
 
 DENSE = [("meta-llama/Llama-3.1-8B-Instruct", 1), ("meta-llama/Llama-3.3-70B-Instruct", 4), ("Qwen/Qwen3-8B", 1),
          ("Qwen/Qwen3-32B", 2)]

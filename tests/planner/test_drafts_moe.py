@@ -14,10 +14,10 @@ import pytest
 
 from specops.errors import InputError
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import DRAFT_REF_RATIO, default_priors
 from specops.planner.catalog import generic_model, load_catalogs
 from specops.planner.evidence import cross_validate, load_baselines, predict_baseline
 from specops.planner.perfmodel import VLLM_PROFILE, DraftSpec, Setup, draft_ms, experts_touched, forward_ms
+from specops.planner.priors import DRAFT_REF_RATIO, default_priors
 
 
 @lru_cache(maxsize=1)
@@ -57,7 +57,7 @@ def draft_cost_matches_published() -> list[str]:
     bad = [f"{r.target}: predicted c {predict_draft_cost(r):.3f}, published {r.cost_ratio}"
            for r in load_draft_costs() if abs(math.log(predict_draft_cost(r) / r.cost_ratio)) > 0.25]
     cat = load_catalogs()
-    s = Setup(cat.model("llama-3.1-8b"), cat.gpu("H100"), 1, VLLM_PROFILE)
+    s = Setup(cat.model("llama-3.1-8b-instruct"), cat.gpu("H100"), 1, VLLM_PROFILE)
     shallow, deep = generic_model("d", 1.0), generic_model("d", 1.0).model_copy(update={"layers": 32})
     cost = [draft_ms(s, DraftSpec("draft_model", "d", 1.0, model=m), gamma=3, batch=1, kv_len=1024, kv_dtype="auto")
             for m in (shallow, deep)]
@@ -87,7 +87,7 @@ def experts_touched_grows_and_saturates() -> list[str]:
         bad.append(f"one token touches {seq[0]}")
     if any(b <= a for a, b in zip(seq[:-2], seq[1:-1], strict=True)) or seq[-1] > m.experts + 1e-9:
         bad.append(f"sequence {seq}")
-    if experts_touched(cat.model("llama-3.1-8b"), 4) != 0:
+    if experts_touched(cat.model("llama-3.1-8b-instruct"), 4) != 0:
         bad.append("dense model touches experts")
     return bad
 
@@ -137,8 +137,8 @@ def spec_bench_ranks_heads_by_their_own_acceptance() -> list[str]:
     without any Spec-Bench row: the ranking must come out the same, each within e^±0.25 of Spec-Bench."""
     import dataclasses
 
-    from specops.planner.calibration import calibrate, load_published
     from specops.planner.evidence import predict_row
+    from specops.planner.priors import calibrate, load_published
 
     rows = load_published()
     pri, cat = calibrate([r for r in rows if not r.source.startswith(SPEC_BENCH)]), load_catalogs()
@@ -214,7 +214,7 @@ def test_decision_path_names_moe():
 
 
 def test_dense_decision_path_says_nothing_of_moe():
-    plan = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100"))
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100"))
     assert "MoE" not in next(s for s in plan.decision_path if s.rule == "model_size").outcome
 
 

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import load_published, parse_row
 from specops.planner.evidence import Residual, batch_range, cross_validate, default_residuals, interval
+from specops.planner.priors import load_published, parse_row
 
 
 def _residual(method: str, batch: int, log_ratio: float, engine: str = "vllm") -> Residual:
@@ -47,7 +47,7 @@ def test_every_shipped_row_with_a_speedup_and_gamma_is_cross_validated_without_i
 
 
 def _plan(**kw):
-    return recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", **kw))
+    return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", **kw))
 
 
 def test_a_well_published_case_speculates_with_its_range_and_sources():

@@ -9,17 +9,24 @@ import pytest
 
 from specops.api.recommend import build_request, recommend_with_defaults
 from specops.tune.calibration import fit_calibration, predict_with, save_calibration
-from specops.tune.types import Acceptance, Calibration, Coefficients, EngineConfig, GridPoint, PointResult
+from specops.tune.types import (
+    Coefficients,
+    DrafterAcceptance,
+    EngineConfig,
+    GridPoint,
+    PointResult,
+    TuneCalibration,
+)
 from tests.tune.fakes import synthetic_sample
 
 
-def _calibration(name: str, model: str, p0: float) -> Calibration:
-    return Calibration(
+def _calibration(name: str, model: str, p0: float) -> TuneCalibration:
+    return TuneCalibration(
         name=name, created_at="2026-11-29T12:00:00+00:00", hardware="cpu: 2 cores", model=model,
         engine_version="0.32.0", workload="code", samples=12,
         coefficients=Coefficients(overhead_ms=20.0, per_seq_ms=1.0, per_token_ms=0.5,
                                   draft_ms_per_token={"draft_model": 3.0}, draft_ms_per_seq={"ngram": 0.1}),
-        acceptance=[Acceptance(method="ngram", per_position=[p0, p0 * 0.8, p0 * 0.6], drafts=[500, 500, 500])],
+        acceptance=[DrafterAcceptance(method="ngram", per_position=[p0, p0 * 0.8, p0 * 0.6], drafts=[500, 500, 500])],
     )
 
 
@@ -62,7 +69,7 @@ def test_json_output_lists_what_it_learned_from(cli):
     assert any("cli-cal" in n for n in json.loads(r.stdout)["learned_from"])
 
 
-def _fitted(name: str, model: str, gammas=(1, 2, 3, 4, 6), batches=(1, 4)) -> Calibration:
+def _fitted(name: str, model: str, gammas=(1, 2, 3, 4, 6), batches=(1, 4)) -> TuneCalibration:
     """A calibration fitted on consistent synthetic points (tests/tune/fakes.py), as `specops tune` stores it."""
     configs = [EngineConfig(method="none")]
     configs += [EngineConfig(method=m, gamma=g, draft="/models/draft" if m == "draft_model" else None)

@@ -11,7 +11,7 @@ from specops.planner import RecommendRequest, recommend
 
 
 def _plan(**kw):
-    return recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", context_len=1024, **kw))
+    return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=1024, **kw))
 
 
 @pytest.mark.parametrize("qps", [0.5, 5, 20, 30])
@@ -37,11 +37,11 @@ def test_more_requests_per_second_keep_more_in_flight():
 
 
 def test_a_rate_beyond_what_fits_is_not_converged_and_says_so_and_the_fix_helps():
-    big = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", context_len=4096, qps=2000))
+    big = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=2000))
     assert not big.load.converged and "queue grows" in big.load.note
     assert any("queue grows" in w for w in big.warnings)
     assert big.load.concurrency <= big.memory.max_batch_that_fits
-    shorter = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", context_len=512, output_len=64, qps=2000))
+    shorter = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=512, output_len=64, qps=2000))
     assert shorter.load.concurrency > big.load.concurrency
 
 
@@ -55,9 +55,9 @@ def test_the_path_names_the_engine_profile_and_it_changes_the_prediction():
 
 
 def test_cli_refuses_qps_with_batch_size_and_an_unknown_engine(cli):
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "H100", "--qps", "2", "--batch-size", "3")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--qps", "2", "--batch-size", "3")
     assert r.returncode == 2 and "--qps and --batch-size" in r.stderr and "To fix:" in r.stderr
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "H100", "--engine", "sglng")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--engine", "sglng")
     assert r.returncode == 2 and "sglang" in r.stderr
-    r = cli("recommend", "--model", "llama-3.1-8b", "--gpu", "H100", "--qps", "5", "-o", "json")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--qps", "5", "-o", "json")
     assert r.returncode == 0 and '"load"' in r.stdout

@@ -16,10 +16,10 @@ from functools import cache, lru_cache
 import pytest
 
 from specops.planner import RecommendRequest, recommend
-from specops.planner.calibration import default_priors
 from specops.planner.catalog import load_catalogs
+from specops.planner.priors import default_priors
 
-MODELS = [("llama-3.1-8b", 1), ("meta-llama/Llama-3.3-70B-Instruct", 4), ("Qwen/Qwen3-8B", 1), ("Qwen/Qwen3-32B", 2)]
+MODELS = [("llama-3.1-8b-instruct", 1), ("meta-llama/Llama-3.3-70B-Instruct", 4), ("Qwen/Qwen3-8B", 1), ("Qwen/Qwen3-32B", 2)]
 GPUS = ["H100", "A100-80GB", "L40S"]
 CONTEXTS = [256, 1024, 4096]
 ASKED = [32, 64, 256]
@@ -115,7 +115,7 @@ def test_suffix_gets_no_schedule_and_the_path_says_vllm_drops_it():
 def test_the_path_names_the_tie_margin_when_a_better_row_was_passed_over():
     """Llama-3.1-8B + EAGLE-3 on an H100, 4K prompts, batch 1: γ=4 is shown faster than the chosen γ=3 by
     less than 2%; the path names the row passed over and the margin that decided."""
-    p = plan("llama-3.1-8b", 1, "H100", 4096, 1)
+    p = plan("llama-3.1-8b-instruct", 1, "H100", 4096, 1)
     faster = [a for a in p.alternatives if a.method == p.method and a.speedup > p.predicted.speedup]
     assert p.method == "eagle3" and p.num_speculative_tokens == 3
     step = _cost_step(p).outcome
@@ -134,14 +134,14 @@ def test_task_rule_says_when_the_task_does_not_move_the_prediction():
 
 def plan_task(task: str):
     cat, pri = _shipped()
-    return recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", task=task), catalogs=cat, priors=pri)
+    return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", task=task), catalogs=cat, priors=pri)
 
 
 def test_on_a_near_tie_ngram_beats_suffix_which_needs_an_extra_package():
     """100K prompts: n-gram and suffix predict within 2% of each other; suffix needs arctic-inference (and
     borrows acceptance where it has no rows of the task), so n-gram is picked and the path says why."""
     cat, pri = _shipped()
-    p = recommend(RecommendRequest(model="llama-3.1-8b", gpu="H100", context_len=100_000), catalogs=cat, priors=pri)
+    p = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=100_000), catalogs=cat, priors=pri)
     suffix = [a for a in p.alternatives if a.method == "suffix"]
     assert p.method == "ngram" and suffix and suffix[0].speedup <= p.predicted.speedup * 1.03
     assert "no extra package" in _cost_step(p).outcome

@@ -20,10 +20,10 @@ def test_70b_on_four_a100_with_30ms_target_for_code_picks_eagle3_with_gamma_5_to
 def test_8b_on_h100_gamma_shrinks_as_batch_grows(catalogs, priors):
     gammas = []
     for batch in (1, 8, 16):
-        plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=batch, context_len=256,
+        plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", batch_size=batch, context_len=256,
                         output_len=256)
         gammas.append(plan.predicted.num_speculative_tokens_at_batch)
-    big = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=128, context_len=256,
+    big = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", batch_size=128, context_len=256,
                    output_len=256)
     gammas.append(big.predicted.num_speculative_tokens_at_batch)
     assert gammas == sorted(gammas, reverse=True)
@@ -31,7 +31,7 @@ def test_8b_on_h100_gamma_shrinks_as_batch_grows(catalogs, priors):
 
 
 def test_8b_on_a100_schedule_turns_speculation_off_where_verification_is_compute_bound(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="A100-80GB", batch_size=64, context_len=256,
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="A100-80GB", batch_size=64, context_len=256,
                     output_len=256, allow_uncertain=True)  # the schedule's shape, whatever the evidence says
     schedule = plan.num_speculative_tokens_per_batch_size
     assert schedule is not None and schedule[0][0] == 1
@@ -46,7 +46,7 @@ def test_8b_on_a100_schedule_turns_speculation_off_where_verification_is_compute
 def test_8b_on_h100_ships_no_schedule_whose_own_cost_outweighs_its_gain(catalogs, priors):
     """On an H100 one γ stays above 1 far enough that the schedule's cost (vllm#49548: every step slower,
     K=0 ranges included) is not worth its K=0 ranges: no schedule, and the path says why."""
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=64, context_len=256,
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", batch_size=64, context_len=256,
                     output_len=256, allow_uncertain=True)
     assert plan.method == "eagle3" and plan.num_speculative_tokens_per_batch_size is None
     step = next(s for s in plan.decision_path if s.rule == "cost_model")
@@ -55,14 +55,14 @@ def test_8b_on_h100_ships_no_schedule_whose_own_cost_outweighs_its_gain(catalogs
 
 
 def test_8b_on_h100_at_batch_512_short_context_does_not_speculate(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", batch_size=512, context_len=256,
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", batch_size=512, context_len=256,
                     output_len=256)
     assert plan.method == "none"
     assert "--speculative-config" not in plan.vllm.argv
 
 
 def test_100k_context_on_a_model_without_mtp_has_no_eagle_or_draft_model(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", context_len=100_000)
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", context_len=100_000)
     assert plan.method in ("none", "ngram", "suffix")
     assert all(a.method not in ("eagle3", "eagle", "draft_model") for a in plan.alternatives)
     step = next(s for s in plan.decision_path if s.rule == "context_length")
@@ -70,20 +70,20 @@ def test_100k_context_on_a_model_without_mtp_has_no_eagle_or_draft_model(catalog
 
 
 def test_temperature_above_one_means_off_or_gamma_at_most_3(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="H100", temperature=1.3)
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="H100", temperature=1.3)
     assert plan.method == "none" or plan.num_speculative_tokens <= 3
     assert all((a.num_speculative_tokens or 0) <= 3 for a in plan.alternatives)
 
 
 def test_16gb_single_gpu_gets_no_separate_draft_model(catalogs, priors):
-    plan = plan_for(catalogs, priors, model="llama-3.1-8b", gpu="T4", quantization="awq")
+    plan = plan_for(catalogs, priors, model="llama-3.1-8b-instruct", gpu="T4", quantization="awq")
     assert plan.method in ("none", "ngram", "suffix", "mtp")
     assert plan.draft is None
     assert all(a.method not in ("draft_model", "eagle3", "eagle") for a in plan.alternatives)
 
 
 def test_changing_an_acceptance_prior_changes_the_chosen_gamma(catalogs, priors):
-    kw = dict(model="llama-3.1-8b", gpu="H100", task="chat", method="eagle3")
+    kw = dict(model="llama-3.1-8b-instruct", gpu="H100", task="chat", method="eagle3")
     low = plan_for(catalogs, priors.override("eagle3", "chat", 0.55), **kw)
     high = plan_for(catalogs, priors.override("eagle3", "chat", 0.92), **kw)
     assert high.num_speculative_tokens > low.num_speculative_tokens
@@ -92,7 +92,7 @@ def test_changing_an_acceptance_prior_changes_the_chosen_gamma(catalogs, priors)
 
 
 def test_a_higher_prior_can_flip_the_method_without_pinning(catalogs, priors):
-    kw = dict(model="llama-3.1-8b", gpu="H100", task="chat")
+    kw = dict(model="llama-3.1-8b-instruct", gpu="H100", task="chat")
     weak = plan_for(catalogs, priors.override("eagle3", "chat", 0.3), **kw)
     strong = plan_for(catalogs, priors.override("eagle3", "chat", 0.9), **kw)
     assert weak.method != "eagle3"

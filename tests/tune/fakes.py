@@ -50,10 +50,18 @@ def true_step_ms(config: EngineConfig, b: int) -> float:
     return modelled_step_ms(config, b) + unmodelled_step_ms(config, b)
 
 
+def true_cum(config: EngineConfig) -> list[float]:
+    """P(first k drafts accepted): the drafter's (CUM), or α^k on a synthetic cost run — as vLLM's
+    synthetic rejection sampler would produce (which the CPU engine cannot run; see test_synthetic.py)."""
+    if config.synthetic_rate is not None:
+        return [config.synthetic_rate ** (k + 1) for k in range(config.gamma)]
+    return CUM[config.method][:config.gamma]
+
+
 def true_tau(config: EngineConfig) -> float:
     if config.method == "none":
         return 1.0
-    return 1.0 + FRACTION[config.method] * sum(CUM[config.method][:config.gamma])
+    return 1.0 + FRACTION[config.method] * sum(true_cum(config))
 
 
 def synthetic_sample(config: EngineConfig, b: int, noise: float = 0.0, rng: random.Random | None = None,
@@ -67,7 +75,7 @@ def synthetic_sample(config: EngineConfig, b: int, noise: float = 0.0, rng: rand
         drafts, per_pos = 0.0, []
     else:
         drafts = FRACTION[config.method] * steps
-        per_pos = [drafts * c for c in CUM[config.method][:config.gamma]]
+        per_pos = [drafts * c for c in true_cum(config)]
     return Sample(tpot_ms=tpot, tokens_per_s=UTIL[b] * b * 1000 / tpot, num_drafts=drafts,
                   num_draft_tokens=drafts * config.gamma, num_accepted_tokens=sum(per_pos),
                   accepted_per_position=per_pos, generation_tokens=requests * output, requests=requests)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from specops.planner.calibration import (
+from specops.planner.priors import (
     AcceptancePrior,
     calibrate,
     load_published,
