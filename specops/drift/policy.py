@@ -42,6 +42,16 @@ class ActionSpec(BaseModel):
     webhook_url_env: str | None = Field(
         None, description="notify: environment variable holding a webhook URL (secrets by reference, never inline).")
     cooldown_minutes: float = Field(360, ge=0, description="Do not repeat this action for the same finding within it.")
+    heal: bool = Field(False, description="open_retraining: run the whole heal loop (retrain → validate → canary → "
+                       "promote or roll back, `specops heal` with its defaults, under the heal's lease) instead of "
+                       "only the retraining job; local deployments.")
+
+    @model_validator(mode="after")
+    def _heal_only_for_retraining(self) -> ActionSpec:
+        if self.heal and self.kind != "open_retraining":
+            raise ValueError(f"heal: true is an option of open_retraining, not of {self.kind}. "
+                             "To fix: remove it, or use kind: open_retraining")
+        return self
 
 
 class Rule(BaseModel):
@@ -114,7 +124,7 @@ class ActionExecutor(Protocol):
     def retune_gamma(self, deployment: str, proposal: dict) -> None: ...
     def disable_speculation(self, deployment: str, reason: str) -> None: ...
     def restart_probe(self, deployment: str, reason: str) -> None: ...
-    def open_retraining(self, deployment: str, reason: str) -> None: ...
+    def open_retraining(self, deployment: str, reason: str, heal: bool = False) -> None: ...
 
 
 class EventSink(Protocol):
@@ -183,7 +193,7 @@ class NotifyOnlyExecutor:
     def restart_probe(self, deployment: str, reason: str) -> None:
         self._unwired("restart_probe")
 
-    def open_retraining(self, deployment: str, reason: str) -> None:
+    def open_retraining(self, deployment: str, reason: str, heal: bool = False) -> None:
         self._unwired("open_retraining")
 
 
@@ -256,6 +266,8 @@ class ActionRunner:
             ex.disable_speculation(deployment, f.message)
         elif spec.kind == "restart_probe":
             ex.restart_probe(deployment, f.message)
+        elif spec.heal:  # only then: executors written before the option keep their two-argument call
+            ex.open_retraining(deployment, f.message, heal=True)
         else:
             ex.open_retraining(deployment, f.message)
 
