@@ -96,8 +96,8 @@ class EngineExecutor:
         return dep
 
     def _saved_spec(self, deployment: str):
+        from specops.engines.layout import DeploymentFolder
         from specops.engines.manage import saved_spec
-        from specops.settings import deployment_dir
 
         try:
             found = saved_spec(deployment, self.reg)
@@ -105,7 +105,7 @@ class EngineExecutor:
             raise Fatal(f"the spec recorded for {deployment} in the registry is not valid now "
                         f"({exc.__class__.__name__}); redeploy it with `specops deploy SPEC`") from None
         if found is None:
-            raise Fatal(f"{deployment} has no saved spec ({deployment_dir(deployment) / 'spec.yaml'}); redeploy it "
+            raise Fatal(f"{deployment} has no saved spec ({DeploymentFolder.of(deployment).spec}); redeploy it "
                         "with `specops deploy SPEC` first")
         return found
 

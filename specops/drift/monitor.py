@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.detectors import BreakEven
 from specops.drift.gamma import GammaProposal, Predictor
@@ -33,7 +33,7 @@ from specops.drift.observe import MeasurementSource, Observation, Unseen, as_obs
 from specops.drift.outcomes import Fatal, Retry
 from specops.drift.policy import ActionExecutor, ActionRecord, ActionRunner, EventSink, Policy
 from specops.drift.watch import DeploymentWatch, WatchTarget
-from specops.models import Finding
+from specops.models import Finding, Strict
 
 
 class Clock(Protocol):
@@ -92,10 +92,9 @@ def serve_metrics(metrics: MonitorMetrics, port: int, addr: str = "127.0.0.1"):
     return start_http_server(port, addr=addr, registry=metrics.registry)
 
 
-class CycleReport(BaseModel):
+class CycleReport(Strict):
     """What one cycle saw and did."""
 
-    model_config = ConfigDict(extra="forbid")
 
     at: float = Field(description="Cycle start (epoch seconds).")
     duration_s: float = Field(0.0, description="Cycle duration (monotonic clock).")

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from specops.drift.detectors import DetectionConfig
 from specops.drift.gamma import GammaPolicy
 from specops.drift.outcomes import Fatal, Retry
 from specops.errors import did_you_mean, unknown
-from specops.models import Finding, Severity
+from specops.models import Finding, Severity, Strict
 
 log = logging.getLogger("specops.monitor")
 
@@ -33,10 +33,9 @@ ActionKind = Literal["notify", "retune_gamma", "disable_speculation", "restart_p
 _RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-class ActionSpec(BaseModel):
+class ActionSpec(Strict):
     """One action of a rule."""
 
-    model_config = ConfigDict(extra="forbid")
 
     kind: ActionKind = Field(description="notify | retune_gamma | disable_speculation | restart_probe | open_retraining.")
     webhook_url_env: str | None = Field(
@@ -54,10 +53,9 @@ class ActionSpec(BaseModel):
         return self
 
 
-class Rule(BaseModel):
+class Rule(Strict):
     """Findings (by code, at or above a severity) -> actions, in order."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Rule name, shown in the event log.")
     when: list[str] = Field(min_length=1, description="Finding codes that trigger the rule.")
@@ -73,10 +71,9 @@ class Rule(BaseModel):
         return self
 
 
-class Policy(BaseModel):
+class Policy(Strict):
     """A drift policy: detector settings, γ adaptation and the finding -> action rules."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Policy name.")
     description: str = Field("", description="What this policy is for.")
@@ -141,10 +138,9 @@ class MemoryEvents:
         self.events.append({"deployment": deployment, "kind": kind, "reason": reason, "data": data})
 
 
-class ActionRecord(BaseModel):
+class ActionRecord(Strict):
     """One action decision, as the cycle report and the event log show it."""
 
-    model_config = ConfigDict(extra="forbid")
 
     at: float
     deployment: str

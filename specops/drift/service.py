@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.actions import EngineExecutor, RegistryEvents, restore_ledger
 from specops.drift.fleet import LiveFingerprints, profile_floors, watch_targets
@@ -27,12 +27,12 @@ from specops.drift.policy import load_policy
 from specops.drift.sources import MetricsSource
 from specops.drift.store import HistoryStore
 from specops.errors import SpecopsError
+from specops.models import Strict
 
 
-class MonitorOptions(BaseModel):
+class MonitorOptions(Strict):
     """Settings of one monitor (flags > SPECOPS_* > config.yaml, resolved by the CLI)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     policy: str = Field("default", description="Policy playbook name or YAML path.")
     prometheus_url: str | None = Field(None, description="Prometheus base URL; None: direct /metrics only.")
