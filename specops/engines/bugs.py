@@ -332,6 +332,11 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
     ec = deployment.get("engine_config") or {}
     version = deployment.get("vllm_version")
     sc = deployment.get("speculative_config") or {}
+    try:  # what the engine was given wins over what the record says about it
+        launched = json.loads(_last_value(argv, "--speculative-config", "-sc") or "null")
+    except ValueError:
+        launched = None
+    sc = launched if isinstance(launched, dict) else sc
     missing = [what for what, ok in (("launch argv", bool(argv)), ("vLLM version", bool(version))) if not ok]
     if missing:
         return ("error", f"could not evaluate: deployment {name} records no {' and no '.join(missing)}: the known-bug "
@@ -344,7 +349,8 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
         cfg = LaunchConfig(vllm_version=str(version), model=_recorded_model(argv, ec) or target_source or "?",
                            method=str(method), num_speculative_tokens=sc.get("num_speculative_tokens"),
                            num_speculative_tokens_per_batch_size=sc.get("num_speculative_tokens_per_batch_size"),
-                           draft_kv_cache_dtype=sc.get("kv_cache_dtype"), architecture=arch)
+                           draft_kv_cache_dtype=sc.get("kv_cache_dtype") or sc.get("draft_kv_cache_dtype"),
+                           architecture=arch)
         facts, findings = audit(cfg, argv, table)
     except SpecopsError as exc:
         return "error", f"could not evaluate: {exc.message}", exc.fix, {}

@@ -85,3 +85,16 @@ def test_unknown_facts_are_could_not_evaluate_naming_what_to_supply(registry):
     r = _check(registry, "blind")
     assert r.status == "error" and "architecture unknown" in r.message, r.message
     assert "target.architecture" in r.fix and "register-target" in r.fix
+
+
+def test_the_draft_kv_mitigation_is_read_from_the_launched_speculative_config(registry):
+    sc = {"method": "eagle3", "model": "/m/eagle3", "num_speculative_tokens": 3}
+    argv = ["vllm", "serve", "/m/target", "--kv-cache-dtype", "fp8", "--speculative-config"]
+    registry.upsert_deployment("fp8", platform="local", status="running", method="eagle3", vllm_version="0.33.0",
+                               argv_redacted=[*argv, json.dumps(sc)])
+    r = _check(registry, "fp8")
+    assert r.status == "fail" and "speculative_config.kv_cache_dtype=auto" in r.message, r.message
+    registry.upsert_deployment("fp8", platform="local", status="running",
+                               argv_redacted=[*argv, json.dumps({**sc, "kv_cache_dtype": "auto"})])
+    r = _check(registry, "fp8")
+    assert r.status == "pass" and r.evidence["facts"]["draft_kv_dtype"] == "auto", r.message
