@@ -23,8 +23,9 @@ class Outcome:
     """What a kind evaluator returns: observed value, pass/fail, words, evidence."""
 
     def __init__(self, observed, ok: bool, message: str, evidence: dict | None = None,
-                 threshold: float | None = None, threshold_source: str | None = None):
+                 threshold: float | None = None, threshold_source: str | None = None, fix: str | None = None):
         self.observed, self.ok, self.message = observed, ok, message
+        self.fix = fix  # a fix specific to this finding (default: the checklist's)
         self.evidence = evidence or {}
         self.threshold, self.threshold_source = threshold, threshold_source
 
@@ -55,7 +56,7 @@ def evaluate(check: Check, profile_name: str, profile: Profile, sources: Sources
         return CheckResult(**base, status="error", message=f"could not evaluate: {exc.__class__.__name__}: {exc}",
                            fix="re-run with SPECOPS_DEBUG=1 and report it", seconds=time.monotonic() - t0)
     return CheckResult(**base, status="pass" if out.ok else "fail", message=out.message,
-                       fix=None if out.ok else check.fix, observed=out.observed, threshold=out.threshold,
+                       fix=None if out.ok else (out.fix or check.fix), observed=out.observed, threshold=out.threshold,
                        threshold_source=out.threshold_source, evidence=out.evidence, seconds=time.monotonic() - t0)
 
 
@@ -213,11 +214,31 @@ def _config(check: Check, profile: Profile, sources: Sources) -> Outcome:
         gamma = _gamma(sources)
         ok = gamma <= profile.gamma_max
         return Outcome(ok, ok, f"γ={gamma} (profile allows up to {profile.gamma_max})", {"gamma": gamma})
+    if check.measure == "no_known_bugs":
+        return _known_bugs(sources)
     argv = d.get("argv_redacted")
     if argv is None:
         raise Unevaluable("the deployment records no launch argv", "deploy it with `specops deploy` or record argv")
     ok = "--disable-log-stats" not in argv
     return Outcome(ok, ok, "metrics enabled" if ok else "launched with --disable-log-stats: no metrics", {})
+
+
+def _known_bugs(sources: Sources) -> Outcome:
+    """The known-bug rows against the deployment as recorded (argv, engine_config, speculative config)."""
+    from specops.engines.bugs import recorded_findings
+
+    d = sources.deployment
+    source = model_type = None
+    if d.get("target_ref") and sources.registry is not None:
+        try:
+            t = sources.registry.get_target(d["target_ref"])
+            source, model_type = t.source, t.model_type
+        except SpecopsError:
+            pass
+    status, message, fix, evidence = recorded_findings(d, target_source=source, target_model_type=model_type)
+    if status == "error":
+        raise Unevaluable(message.removeprefix("could not evaluate: "), fix or "")
+    return Outcome(status == "pass", status == "pass", message, evidence, fix=fix)
 
 
 # --- output equality ------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ METRICS: dict[str, tuple[str, ...]] = {
                "spec_counters_present"),
     "benchmark": ("tpot_speedup", "long_output_tested", "crosscheck_ok"),
     "lineage": ("draft_matches_target",),
-    "config": ("fallback_in_place", "gamma_within_profile", "metrics_enabled"),
+    "config": ("fallback_in_place", "gamma_within_profile", "metrics_enabled", "no_known_bugs"),
     "output_equality": ("greedy_tokens_identical",),
     "record": ("baseline_recorded", "recent_acceptance_review", "retrain_plan", "training_data_recorded",
                "offline_acceptance_recorded", "validation_passed_recently"),

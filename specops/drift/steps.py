@@ -103,7 +103,8 @@ class RegistrySteps:
                                    "speculation off): acceptance cannot be compared",
                                    "send traffic to the deployment and run the runbook again")
         ev = dict(deployment=deployment, alpha=_r(w.alpha), acceptance_rate=_r(w.acceptance_rate), tau=_r(w.tau),
-                  drafts=w.drafts, gamma=w.k, window_s=obs.window_s)
+                  drafts=w.drafts, gamma=w.k, window_s=obs.window_s,
+                  tau_per="drafted step (vLLM does not count steps without a draft; they are excluded)")
         be = self.break_even(deployment)
         if be is not None:
             ev.update(break_even_acceptance_rate=_r(be[0]), break_even_source=be[1])
@@ -157,8 +158,17 @@ class RegistrySteps:
         obs = self.observation(deployment)
         w = obs.total
         rates = [round(r, 3) for r in (w.position_rates if w else ())]
-        return [_f("QUERY_OK", "info", f"{deployment}: P(first i+1 drafts accepted) by position: {rates or 'none'}",
-                   deployment=deployment, per_position=rates)]
+        from specops.metrics.derive import per_position_caveat
+
+        try:
+            method = self.reg.get_deployment(deployment).method
+        except SpecopsError:
+            method = None
+        caveat = per_position_caveat(w.drafts, w.draft_tokens, len(w.accepted_per_pos) or None, method) if w else None
+        # biased rates are reported with the caveat and never judged as a per-position drop
+        return [_f("QUERY_OK", "info", f"{deployment}: P(first i+1 drafts accepted) by position: {rates or 'none'}"
+                   + (f" ({caveat}; not judged)" if caveat else ""), deployment=deployment, per_position=rates,
+                   lower_bounds=bool(caveat))]
 
     def _q_kv_usage(self, deployment: str) -> list[Finding]:
         obs = self.observation(deployment)

@@ -287,3 +287,97 @@ def architecture_of_model(model: str, revision: str | None = None, env: dict[str
         return architecture_of_config(json.loads(cfg_path.read_text()))
     except (OSError, ValueError):
         return None
+
+
+# --- a deployment as recorded (registered, adopted or deployed by an older specops) ---------------
+
+def _recorded_model(argv: list[str], engine_config: dict) -> str | None:
+    if engine_config.get("model"):
+        return str(engine_config["model"])
+    if isinstance(engine_config.get("target"), dict) and engine_config["target"].get("model"):
+        return str(engine_config["target"]["model"])
+    model = _last_value(argv, "--model")
+    if model is None and "serve" in argv:
+        i = argv.index("serve")
+        model = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
+    return model
+
+
+def recorded_architecture(engine_config: dict, argv: list[str], target_source: str | None = None,
+                          target_model_type: str | None = None) -> str | None:
+    """The target's architecture for a recorded launch: stated (engine_config / a k8s spec's
+    target.architecture), else read from the config.json of the model the engine loads or of the
+    registered target (folder or Hugging Face cache); a hybrid model_type on record counts too."""
+    stated = engine_config.get("architecture") or (engine_config.get("target") or {}).get("architecture")
+    if stated:
+        return str(stated)
+    for model in (_recorded_model(argv, engine_config), target_source):
+        if model and (arch := architecture_of_model(model)):
+            return arch
+    if target_model_type and target_model_type.lower() in HYBRID_TYPES:
+        return "hybrid"
+    return None
+
+
+def recorded_findings(deployment: dict, *, target_source: str | None = None, target_model_type: str | None = None,
+                      table: CapabilityTable | None = None) -> tuple[str, str, str | None, dict]:
+    """The known-bug verdict on a deployment as it was launched (its recorded argv, engine_config and
+    speculative config): (status pass|fail|error, message, fix, evidence). Nothing is re-rendered:
+    the recorded flags are what runs."""
+    from specops.engines.argv import LaunchConfig
+    from specops.errors import SpecopsError
+
+    name = deployment.get("name", "?")
+    argv = [str(a) for a in deployment.get("argv_redacted") or []]
+    ec = deployment.get("engine_config") or {}
+    version = deployment.get("vllm_version")
+    sc = deployment.get("speculative_config") or {}
+    try:  # what the engine was given wins over what the record says about it
+        launched = json.loads(_last_value(argv, "--speculative-config", "-sc") or "null")
+    except ValueError:
+        launched = None
+    sc = launched if isinstance(launched, dict) else sc
+    missing = [what for what, ok in (("launch argv", bool(argv)), ("vLLM version", bool(version))) if not ok]
+    if missing:
+        return ("error", f"could not evaluate: deployment {name} records no {' and no '.join(missing)}: the known-bug "
+                "rows test the vLLM version, method, KV dtype, prefix caching and CUDA graph mode of the launch",
+                "deploy it with `specops deploy SPEC` (it records both), or validate with a checklist YAML "
+                "without deploy.known-bugs for an engine specops cannot see the flags of", {})
+    method = sc.get("method") or deployment.get("method") or "none"
+    arch = recorded_architecture(ec, argv, target_source, target_model_type)
+    try:
+        cfg = LaunchConfig(vllm_version=str(version), model=_recorded_model(argv, ec) or target_source or "?",
+                           method=str(method), num_speculative_tokens=sc.get("num_speculative_tokens"),
+                           num_speculative_tokens_per_batch_size=sc.get("num_speculative_tokens_per_batch_size"),
+                           draft_kv_cache_dtype=sc.get("kv_cache_dtype") or sc.get("draft_kv_cache_dtype"),
+                           architecture=arch)
+        facts, findings = audit(cfg, argv, table)
+    except SpecopsError as exc:
+        return "error", f"could not evaluate: {exc.message}", exc.fix, {}
+    evidence = {"facts": facts, "findings": [f.message().split(". ")[0] for f in findings]}
+    platform = deployment.get("platform")
+    redo = (f"`specops restart {name}` (deploy renders the mitigation into the launch)" if platform == "local" else
+            "`specops deploy SPEC` again (deploy renders the mitigation into the manifest)" if platform == "kubernetes"
+            else "relaunch the engine with it and register the deployment again")
+    refused = [f for f in findings if f.status == "applies" and f.row.effect == "refuse"]
+    lacking = [f for f in findings if f.status == "applies" and f.missing]
+    blind = [f for f in findings if f.status == "may apply" and f.row.effect in ("refuse", "mitigate")]
+    if refused:
+        f = refused[0]
+        return ("fail", f"running a refused combination: {f.message()}",
+                f"{f.row.notes.split('. ')[0].rstrip('.') or 'change the method, KV dtype or version'}, then {redo}",
+                evidence)
+    if lacking:
+        flags = sorted({m for f in lacking for m in f.missing})
+        return ("fail", "; ".join(f"launched without {', '.join(f.missing)} that known bug {f.row.issue()} "
+                                  f"(vLLM {f.row.span()}) requires: {f.row.name}" for f in lacking),
+                f"add {', '.join(flags)}: {redo}", evidence)
+    if blind:
+        keys = sorted({k for f in blind for k in f.unknown})
+        fix = ("state the target's architecture: register the target from its folder (`specops lineage "
+               "register-target PATH`) or deploy with target.architecture: dense|moe|hybrid|sliding_window"
+               if "architecture" in keys else f"pass {', '.join(keys)} explicitly in the launch flags")
+        return ("error", "could not evaluate: " + "; ".join(f.message().split(". ")[0] for f in blind), fix, evidence)
+    shown = [f.message().split(". ")[0] for f in findings]
+    return ("pass", f"no known bug applies to vLLM {version} {method}" if not shown else
+            "known bugs handled: " + "; ".join(shown), None, evidence)

@@ -1,8 +1,14 @@
 """Derived speculative-decoding quantities and snapshot deltas.
 
 - acceptance rate r = accepted / draft_tokens (equals α only when K = 1);
-- mean acceptance length τ = 1 + accepted / drafts (bonus token included);
-- per-position rate p_i = accepted_per_pos[i] / drafts;
+- mean acceptance length τ = 1 + accepted / drafts (bonus token included). vLLM counts a step as a
+  draft only when it drafted tokens, so τ is per *drafted* step: steps where nothing was drafted (an
+  n-gram miss, K=0 in a per-batch schedule) are excluded, and a speedup or tokens-per-step computed
+  from τ describes the drafted steps only;
+- per-position rate p_i = accepted_per_pos[i] / drafts. vLLM exports no draft tokens per position, so
+  when drafts are shorter than K (ngram, ngram_gpu, suffix, per-batch schedules) the later positions
+  are divided by steps that never drafted them: the rates are lower bounds, and so is α solved at K.
+  :func:`per_position_caveat` says so in the Measurement's notes;
 - the i.i.d. per-token α equivalent: the α in [0, 1] with (1 − α^(K+1)) / (1 − α) = τ (bisection);
 - TPOT quantiles from the ``vllm:request_time_per_output_token_seconds`` histogram, with the same
   linear interpolation as PromQL's ``histogram_quantile``.
@@ -82,6 +88,22 @@ def check_counters(m: Measurement) -> Measurement:
     return m
 
 
+def per_position_caveat(drafts: float | None, draft_tokens: float | None, k: int | None,
+                        method: str | None = None) -> str | None:
+    """Why per-position rates (and α solved at K) are lower bounds here, or None: drafts shorter than
+    K on average, or a method whose drafts vary in length (PROMPT_METHODS)."""
+    from specops.speculation import PROMPT_METHODS
+
+    mean = draft_tokens / drafts if drafts and draft_tokens is not None else None
+    short = bool(k) and mean is not None and mean < k - 0.01
+    if not short and method not in PROMPT_METHODS:
+        return None
+    why = (f"drafts averaged {mean:.2f} tokens of K={k}" if short else
+           f"method {method} drafts from the prompt, so its drafts can be shorter than K")
+    return (f"{why}: per-position rates divide by every drafted step (vLLM exports no draft tokens per "
+            "position), so later positions are lower bounds; α solved at K is a lower bound too")
+
+
 def fill_rates(m: Measurement) -> Measurement:
     """Set acceptance rate, τ, α and per-position rates from the counters already in ``m`` (after
     :func:`check_counters`: impossible counters raise, they are never clamped into a rate)."""
@@ -102,6 +124,9 @@ def fill_rates(m: Measurement) -> Measurement:
     m.mean_acceptance_length = acc.tau
     m.per_position_rate = acc.per_position or []
     k = m.num_speculative_tokens
+    if k and (caveat := per_position_caveat(drafts, m.num_draft_tokens, k)):
+        m.short_drafts = True
+        m.notes.append(caveat)
     if k is None and m.num_draft_tokens:
         k = round(m.num_draft_tokens / drafts)
         m.num_speculative_tokens = k or None

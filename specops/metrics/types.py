@@ -75,7 +75,9 @@ class Measurement(Strict):
     per_position_rate: list[float | None] = Field(
         default_factory=list, description="accepted_per_position[i] / drafts: P(first i+1 drafts accepted).")
     acceptance_rate: float | None = Field(None, description="accepted / draft_tokens (not α unless K=1).")
-    mean_acceptance_length: float | None = Field(None, description="τ = 1 + accepted / drafts (bonus included).")
+    mean_acceptance_length: float | None = Field(
+        None, description="τ = 1 + accepted / drafts (bonus included), per drafted step: steps without a draft "
+        "are not counted as drafts.")
     per_token_alpha: float | None = Field(
         None, description="i.i.d. per-token α solving (1−α^(K+1))/(1−α) = τ.")
     generation_tokens: float | None = Field(None, description="Output tokens generated in the window.")
@@ -90,6 +92,8 @@ class Measurement(Strict):
     counter_reset: bool = Field(False, description="A counter went down in the window (engine restart).")
     reset_counters: list[str] = Field(default_factory=list, description="Which counters reset.")
     empty_window: bool = Field(False, description="No drafts in the window: rates are None.")
+    short_drafts: bool = Field(False, description="Drafts averaged fewer than K tokens: per-position rates and α "
+                               "are lower bounds (vLLM exports no draft tokens per position).")
     notes: list[str] = Field(default_factory=list, description="Why a value is missing or flagged.")
 
     @property

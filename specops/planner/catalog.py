@@ -245,6 +245,9 @@ def model_from_config_dir(path: Path, *, params_b: float | None = None) -> Model
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {cfg_path}: {exc.__class__.__name__}", "fix the JSON file") from None
+    from specops.engines.bugs import architecture_of_config
+
+    architecture = architecture_of_config(cfg)
     cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
     try:
         hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
@@ -282,7 +285,8 @@ def model_from_config_dir(path: Path, *, params_b: float | None = None) -> Model
         max_context=int(cfg.get("max_position_embeddings", 4096)), dtype=dtype, weight_bits=bits,
         experts=int(experts) if experts and top_k else None, experts_per_token=int(top_k) if experts and top_k else None,
         kv_lora_rank=cfg.get("kv_lora_rank"), kv_rope_dim=cfg.get("qk_rope_head_dim"),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), quantization=qname,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers") or 0),
+        quantization=qname, architecture=architecture,
         source=f"{cfg_path} (config.json)",
     )
 

@@ -36,7 +36,7 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
         num_speculative_tokens=gamma if method != "none" else None,
         num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=kv,
         tensor_parallel_size=req.gpus, max_model_len=req.context_len + req.output_len,
-        quantization=quant,
+        quantization=quant, architecture=model.kind(),
     )
 
 

@@ -82,6 +82,9 @@ class ModelSpec(_Strict):
     sliding_window: int | None = Field(None, ge=1, description="Window of sliding-window layers.")
     sliding_layers: int = Field(0, ge=0, description="How many layers use the sliding window.")
     mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
+    architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
+        None, description="For the known-bug rows: hybrid = Mamba/GDN/linear-attention layers. Unset: derived from "
+        "the experts / sliding-window facts (dense otherwise); a generic --params-b estimate stays unknown.")
     drafts: list[DraftRef] = Field(default_factory=list, description="Public drafts for this target.")
     quantization: str | None = Field(None, description="Quantization the weights are served with.")
     base_id: str | None = Field(None, description="Hub id of the base (pre-trained) checkpoint of this "
@@ -97,6 +100,15 @@ class ModelSpec(_Strict):
     @property
     def is_moe(self) -> bool:
         return bool(self.experts and self.experts_per_token and self.active_params_b)
+
+    def kind(self) -> str | None:
+        """The architecture the known-bug rows test: stated, else from the catalog facts (None for an
+        estimate from sizes only: its layers are unknown)."""
+        if self.architecture:
+            return self.architecture
+        if self.source.startswith("estimated from"):
+            return None
+        return "sliding_window" if self.sliding_layers else "moe" if self.is_moe else "dense"
 
 
 class MeasuredAcceptance(_Strict):

@@ -100,6 +100,11 @@ def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock,
         assert r.returncode == 0, r.stdout + r.stderr
         results = {x["id"]: x for x in json.loads(r.stdout)["results"]}
         assert results["deploy.lossless"]["status"] == "pass"
+        # the needle (sized from the engine's max_model_len 512 via /v1/models and /tokenize) and the
+        # JSON / tool-call probes were compared too, not only the short prompts
+        assert {"json-object", "tool-call", "needle-long"} <= set(results["deploy.lossless"]["evidence"]["probes"])
+        assert results["deploy.known-bugs"]["status"] == "pass", results["deploy.known-bugs"]
+        assert results["deploy.known-bugs"]["evidence"]["facts"]["architecture"] == "dense"  # target's config.json
         assert results["deploy.acceptance-p50"]["observed"] >= 0.40
         suite = ET.parse(junit).getroot().find("testsuite")
         assert suite.get("failures") == "0" and suite.get("errors") == "0"

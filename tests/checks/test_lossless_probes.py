@@ -39,3 +39,39 @@ def test_a_difference_names_the_probe_it_was_found_in():
     assert not out.ok and out.evidence["differences"] == [{"prompt": 2, "first_difference_at": 1,
                                                            "probe": "needle-long"}]
     assert "(needle-long)" in out.message
+
+
+def test_the_deploy_check_fails_naming_the_needle_when_only_the_long_prompt_is_corrupted(registry):
+    """deploy.lossless through the real checklist and evaluator (specops.checks.evaluate). What is faked:
+    the two engines' answers (the bugs that corrupt long prompts need a GPU and TurboQuant KV): the
+    speculative side answers every prompt like the baseline except the needle, where one token differs
+    - the way vllm#40831 corrupts long contexts while short greedy prompts still match."""
+    from specops.checks.evaluate import run_checklist
+    from specops.checks.playbook import get_profile, load_checklist
+    from specops.checks.sources import Sources, deployment_facts
+
+    registry.upsert_deployment("tiny-matched", platform="local", status="running", engine_config={"max_model_len": 512})
+    seen: dict[str, list[str]] = {}
+
+    def complete(endpoint, model, prompts, max_tokens, headers):
+        seen[endpoint] = prompts
+        out = []
+        for p in prompts:
+            ids = [f"token_id:{(len(p) * 7 + i) % 97}" for i in range(max_tokens)]
+            if endpoint != "http://base:1" and p.startswith("Remember this: the vault code"):
+                ids[5] = "token_id:4096"  # the corrupted continuation
+            out.append({"text": "".join(ids), "tokens": ids})
+        return out
+
+    cl = load_checklist("deploy")
+    cl = cl.model_copy(update={"checks": [c for c in cl.checks if c.id == "deploy.lossless"]})
+    src = Sources(deployment=deployment_facts(registry.get_deployment("tiny-matched")), registry=registry,
+                  baseline_endpoint="http://base:1", complete=complete)
+    r = run_checklist(cl, "cpu-tiny", get_profile("cpu-tiny"), src).results[0]
+    assert r.status == "fail", r.message
+    assert [d["probe"] for d in r.evidence["differences"]] == ["needle-long"]
+    assert "(needle-long)" in r.message and "position 5" in r.message
+    assert seen["http://base:1"] == seen["http://127.0.0.1:9"]  # the same prompts on both sides
+    needle = seen["http://base:1"][-1]  # sized from the recorded max_model_len 512 (no tokenizer: 1 char/token)
+    assert needle == needle_prompt(512, get_profile("cpu-tiny").equality_max_tokens, None) and len(needle) > 300
+    assert {"json-object", "tool-call", "needle-long"} <= set(r.evidence["probes"])
