@@ -21,7 +21,7 @@ from specops.registry import open_registry
 from specops.retrain.prompts import write_prompts
 from tests.retrain.minimodels import prose_prompts
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
 PARAMS = {"steps": 150, "threads": 1, "max_new_tokens": 48, "batch_size": 16, "lr": 2e-3}
 CODE = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main():\n",
