@@ -256,10 +256,19 @@ def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
     return DraftSpec(ref.method, ref.id, params, ref.generation)
 
 
+def _draft_served(ref: DraftRef, vllm_version: str) -> bool:
+    """False when the catalog says the draft needs a newer vLLM than the one rendered for."""
+    return not ref.min_vllm or parse_version(vllm_version) >= parse_version(ref.min_vllm)
+
+
 def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
     req, found, missing = ctx.request, [], []
     if req.draft:
         ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
+        if not _draft_served(ref, req.vllm_version):
+            raise CapabilityError(f"--draft {ref.id} needs vLLM >= {ref.min_vllm} (the catalog, from its model card); "
+                                  f"--vllm-version is {req.vllm_version}",
+                                  f"use --vllm-version {ref.min_vllm} or later, or another draft")
         if req.method and req.method != ref.method and not (req.method == "dflash" and ref.method == "draft_model"):
             raise InputError(f'--draft {req.draft} is a {ref.method} draft but --method is {req.method}',
                              f"use --method {ref.method} or another draft")
@@ -277,6 +286,9 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
                 found.append(f"{m}: {draft} (measured, {ctx.measured.label})")
     for ref in ctx.model.drafts:
         if ref.method not in ctx.drafts:
+            if not _draft_served(ref, req.vllm_version):
+                found.append(f"{ref.method}: {ref.id} skipped (needs vLLM >= {ref.min_vllm})")
+                continue
             ctx.drafts[ref.method] = _spec_from_ref(ctx, ref)
             found.append(f"{ref.method}: {ref.id}")
     if ctx.model.mtp_layers:
