@@ -218,3 +218,13 @@ def test_one_engine_start_and_one_vllm_client():
                     ("/v1/completions", "/v1/models", "/v1/chat/completions")) and rel != "engines/client.py":
                 urls.append(f"{rel}:{node.lineno}")
     assert spawns == [] and urls == [], (spawns, urls)
+
+
+def test_no_class_name_is_defined_twice():
+    """Names say what they are: no two classes in specops/ share a name (the registry's MeasurementRow is
+    not metrics' Measurement, tune's DrafterAcceptance not retrain's DraftAcceptance, ...)."""
+    seen: dict[str, list[str]] = {}
+    for mod, node, name in _defs():
+        if isinstance(node, ast.ClassDef):
+            seen.setdefault(name, []).append(mod)
+    assert {n: m for n, m in seen.items() if len(m) > 1} == {}

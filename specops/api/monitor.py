@@ -92,10 +92,26 @@ def monitor(opts: MonitorOptions, *, once: bool = False, metrics_port: int | Non
         gate.close()
 
 
+def gamma_predictor(profile: str | None):
+    """The performance model behind `specops monitor`'s γ proposals (``GAMMA_CHANGE_PROPOSED``):
+    Leviathan et al. 2023 §3 on the measured per-position acceptance, with the validation profile's
+    draft cost ratio c (``speedup = E[tokens per step] / (1 + γ·c)``, the model of the monitor's
+    break-even floor, specops.drift.fleet.Floors). None without a profile: then no γ change is proposed.
+    Batch-independent: the planner's per-GPU model (checks.thresholds.planner_model) is per deployment,
+    and the monitor takes one predictor for all."""
+    from specops.drift.fleet import profile_floors
+    from specops.drift.gamma import reference_predictor
+
+    c = profile_floors(profile).draft_cost_ratio
+    if c is None:
+        return None
+    return reference_predictor(draft_cost=c, overhead=0.0, verify_per_token_batch=0.0)
+
+
 def _watcher(opts: MonitorOptions, db: str | None):
     from specops.drift.service import Watcher
 
-    return Watcher(open_registry(db), opts)
+    return Watcher(open_registry(db), opts, predictor=gamma_predictor(opts.profile))
 
 
 # --- runbooks --------------------------------------------------------------------------------------

@@ -19,7 +19,10 @@ minutes for the same episode).
 - ``open_retraining``: starts a retraining job (``python -m specops.retrain.worker --deployment D``,
   the library's retrain call in a worker process, not the CLI) detached (the retraining lease in
   the registry keeps it to one job per deployment) on the prompts named by the
-  ``retrain_data`` setting, else on the deployment's recorded traffic;
+  ``retrain_data`` setting, else on the deployment's recorded traffic; with the rule's ``heal: true``
+  the whole heal loop instead (``python -m specops.heal.worker``: retrain → validate → canary →
+  promote or roll back, ``specops heal``'s defaults; the heal's lease keeps it to one per deployment;
+  local deployments only);
 - ``notify``: a log line and, when the rule names one, a webhook POST.
 
 The saved spec is ``$SPECOPS_HOME/deployments/<name>/spec.yaml`` (written by every deploy); an
@@ -93,8 +96,8 @@ class EngineExecutor:
         return dep
 
     def _saved_spec(self, deployment: str):
+        from specops.engines.layout import DeploymentFolder
         from specops.engines.manage import saved_spec
-        from specops.settings import deployment_dir
 
         try:
             found = saved_spec(deployment, self.reg)
@@ -102,7 +105,7 @@ class EngineExecutor:
             raise Fatal(f"the spec recorded for {deployment} in the registry is not valid now "
                         f"({exc.__class__.__name__}); redeploy it with `specops deploy SPEC`") from None
         if found is None:
-            raise Fatal(f"{deployment} has no saved spec ({deployment_dir(deployment) / 'spec.yaml'}); redeploy it "
+            raise Fatal(f"{deployment} has no saved spec ({DeploymentFolder.of(deployment).spec}); redeploy it "
                         "with `specops deploy SPEC` first")
         return found
 
@@ -174,11 +177,14 @@ class EngineExecutor:
             return
         self._redeploy(deployment, spec.model_copy(update={"speculative": sp}), f"applying the new γ ({top})")
 
-    def open_retraining(self, deployment: str, reason: str) -> None:
+    def open_retraining(self, deployment: str, reason: str, heal: bool = False) -> None:
         from specops.retrain.prompts import traffic_path
         from specops.settings import deployment_dir
 
-        argv = [sys.executable, "-m", "specops.retrain.worker", "--deployment", deployment, "--reason", reason[:500]]
+        if heal:
+            self._local(deployment, "a heal")
+        worker = "specops.heal.worker" if heal else "specops.retrain.worker"
+        argv = [sys.executable, "-m", worker, "--deployment", deployment, "--reason", reason[:500]]
         if self.retrain_data:
             argv += ["--data", str(Path(self.retrain_data).expanduser())]
         elif traffic_path(deployment).is_file():
@@ -186,7 +192,7 @@ class EngineExecutor:
         else:
             raise Fatal(f"no prompts to retrain {deployment} on: no retrain_data setting and no recorded traffic "
                         f"({traffic_path(deployment)}); set SPECOPS_RETRAIN_DATA or record traffic")
-        logfile = deployment_dir(deployment) / "retrain" / f"monitor-{int(time.time())}.log"
+        logfile = deployment_dir(deployment) / ("heal" if heal else "retrain") / f"monitor-{int(time.time())}.log"
         self.spawn(argv, logfile)
 
 

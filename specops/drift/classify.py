@@ -67,7 +67,8 @@ class Evidence:
         """"below break-even" with the numbers: the recent α of all traffic against the break-even α."""
         d = self.drops.get("")
         if self.break_even is None:
-            return "below break-even (no break-even known for this deployment: set a validation profile)"
+            return ("below break-even (no break-even known for this deployment: deploy it from a spec with "
+                    "expectations — `specops recommend -o deployment` writes them — or set a validation profile)")
         now = f"α now {d.recent:.3f}" if d is not None else "α now unknown"
         return f"below break-even ({now}, break-even α {self.break_even:.3f})"
 

@@ -20,17 +20,17 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.observe import LabelWindow, Observation
+from specops.models import Strict
 
 BreakEven = float | Callable[[int, float], float]  # (gamma, batch) -> α below which speedup < 1
 
 
-class DetectionConfig(BaseModel):
+class DetectionConfig(Strict):
     """Detector settings (part of a policy)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     min_drafts: float = Field(50, ge=1, description="Windows with fewer drafts are skipped.")
     floor_windows: int = Field(5, ge=1, description="Consecutive windows below a floor before it is flagged.")
@@ -43,20 +43,18 @@ class DetectionConfig(BaseModel):
     clear_z: float = Field(1.0, description="A window is near baseline when z is below this (hysteresis).")
 
 
-class LabelBaseline(BaseModel):
+class LabelBaseline(Strict):
     """Recorded per-token α of one label in a known-good period."""
 
-    model_config = ConfigDict(extra="forbid")
 
     mean: float = Field(ge=0, le=1, description="Mean α over the baseline windows.")
     std: float = Field(ge=0, description="Std of window α over the baseline windows.")
     windows: int = Field(ge=1, description="How many windows stand behind it.")
 
 
-class Baseline(BaseModel):
+class Baseline(Strict):
     """A deployment's recorded baseline, per task label ("" = all traffic)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     labels: dict[str, LabelBaseline] = Field(description="Label -> baseline.")
     recorded_at: float | None = Field(None, description="Epoch seconds when it was recorded.")

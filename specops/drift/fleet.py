@@ -149,6 +149,24 @@ def _argv_gamma(dep) -> int | None:
     return k if isinstance(k, int) and 0 < k <= 64 else None
 
 
+def spec_break_even(name: str, reg, gamma: int) -> float | None:
+    """The per-token α below which this deployment is slower than without speculation, from the
+    ``expectations`` its spec carries (``specops recommend -o deployment`` writes the break-even
+    accepted/drafted rate at its γ: converted here to α). None without a saved spec or expectations: the
+    validation profile's estimate is used then."""
+    if gamma <= 0:
+        return None
+    from specops.engines.manage import saved_spec
+    from specops.speculation import alpha_from_rate
+
+    try:
+        found = saved_spec(name, reg)
+    except (ValueError, OSError):
+        return None
+    exp = getattr(found[0], "expectations", None) if found else None
+    return None if exp is None else alpha_from_rate(exp.break_even_acceptance_rate, gamma)
+
+
 def not_watched_reason(dep) -> str | None:
     """Why a registered deployment is deliberately not watched (None: it should be)."""
     if dep.status not in LIVE:
@@ -196,10 +214,11 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
     for name, d in sorted(deps.items()):
         draft = drafts.get(d.draft_ref) if d.draft_ref else None
         gamma = d.num_speculative_tokens or _argv_gamma(d) or 0
+        be = spec_break_even(name, reg, gamma)
         try:
             targets.append(WatchTarget(
                 name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),
-                alpha_floor=floors.alpha_floor, break_even_alpha=floors.break_even(gamma),
+                alpha_floor=floors.alpha_floor, break_even_alpha=be if be is not None else floors.break_even(gamma),
                 trained_against=draft.trained_against_fingerprint if draft is not None else None,
                 restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE))
         except Exception as exc:  # noqa: BLE001 - one bad row is reported and skipped, never fatal for the fleet

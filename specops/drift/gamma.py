@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.observe import Observation
+from specops.models import Strict
 
 Schedule = tuple[tuple[int, int, int], ...]  # vLLM num_speculative_tokens_per_batch_size: (start, end, K)
 
@@ -63,10 +64,9 @@ def reference_predictor(draft_cost: float = 0.05, overhead: float = 0.03,
     return predict
 
 
-class GammaPolicy(BaseModel):
+class GammaPolicy(Strict):
     """How the monitor adapts γ (part of a policy)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     mode: Literal["off", "propose", "apply"] = Field("propose", description="off, propose only, or apply.")
     kind: Literal["gamma", "schedule"] = Field(
@@ -84,10 +84,9 @@ class GammaPolicy(BaseModel):
                                      description="Upper bounds of the batch ranges of a schedule.")
 
 
-class GammaProposal(BaseModel):
+class GammaProposal(Strict):
     """One proposed change, with the numbers behind it."""
 
-    model_config = ConfigDict(extra="forbid")
 
     deployment: str
     at: float

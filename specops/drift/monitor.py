@@ -9,6 +9,7 @@ transient errors.
   loop with its reason.
 - The monitor's own metrics live in a dedicated ``CollectorRegistry`` (``MonitorMetrics``): cycle
   duration, last good cycle time, deployments unseen, actions taken; ``serve_metrics`` exposes them.
+- ``run_loop`` is the one monitor loop (``Monitor.run`` and ``service.Watcher.run`` both use it).
 - ``monitor_once`` is one cycle for cron (after replaying stored history to warm the detectors).
 - A leader ``gate`` (``specops.k8s.leader``: a Lease when several replicas run in a cluster) is
   consulted at the start of each cycle. A replica that does not lead observes (fetches, updates its
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.detectors import BreakEven
 from specops.drift.gamma import GammaProposal, Predictor
@@ -32,7 +33,7 @@ from specops.drift.observe import MeasurementSource, Observation, Unseen, as_obs
 from specops.drift.outcomes import Fatal, Retry
 from specops.drift.policy import ActionExecutor, ActionRecord, ActionRunner, EventSink, Policy
 from specops.drift.watch import DeploymentWatch, WatchTarget
-from specops.models import Finding
+from specops.models import Finding, Strict
 
 
 class Clock(Protocol):
@@ -91,10 +92,9 @@ def serve_metrics(metrics: MonitorMetrics, port: int, addr: str = "127.0.0.1"):
     return start_http_server(port, addr=addr, registry=metrics.registry)
 
 
-class CycleReport(BaseModel):
+class CycleReport(Strict):
     """What one cycle saw and did."""
 
-    model_config = ConfigDict(extra="forbid")
 
     at: float = Field(description="Cycle start (epoch seconds).")
     duration_s: float = Field(0.0, description="Cycle duration (monotonic clock).")
@@ -257,16 +257,26 @@ class Monitor:
     def run(self, max_cycles: int | None = None, stop: Callable[[], bool] | None = None,
             on_report: Callable[[CycleReport], None] | None = None) -> CycleReport | None:
         """Loop until ``stop()``, ``max_cycles`` or a Fatal outcome; returns the last report."""
-        last, n = None, 0
-        while (max_cycles is None or n < max_cycles) and not (stop and stop()):
-            last = self.run_cycle()
-            n += 1
-            if on_report:
-                on_report(last)
-            if last.outcome == "fatal":
-                break
-            self.clock.sleep(last.retry_in_s if last.outcome == "retry" else self.interval_s)
-        return last
+        return run_loop(self.run_cycle, self.clock, self.interval_s, max_cycles=max_cycles, stop=stop,
+                        on_report=on_report)
+
+
+def run_loop(cycle: Callable[[], CycleReport], clock: Clock, interval_s: float, *, max_cycles: int | None = None,
+             stop: Callable[[], bool] | None = None,
+             on_report: Callable[[CycleReport], None] | None = None) -> CycleReport | None:
+    """The monitor loop, the only one (``Monitor.run`` and ``service.Watcher.run`` both call it): run
+    ``cycle`` until ``stop()``, ``max_cycles`` or a Fatal outcome, sleeping ``interval_s`` between
+    cycles, or the report's ``retry_in_s`` after a failed one; returns the last report."""
+    last, n = None, 0
+    while (max_cycles is None or n < max_cycles) and not (stop and stop()):
+        last = cycle()
+        n += 1
+        if on_report:
+            on_report(last)
+        if last.outcome == "fatal":
+            break
+        clock.sleep(last.retry_in_s if last.outcome == "retry" else interval_s)
+    return last
 
 
 def monitor_once(targets: Sequence[WatchTarget], source: MeasurementSource, policy: Policy,

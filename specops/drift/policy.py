@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from specops.drift.detectors import DetectionConfig
 from specops.drift.gamma import GammaPolicy
 from specops.drift.outcomes import Fatal, Retry
 from specops.errors import did_you_mean, unknown
-from specops.models import Finding, Severity
+from specops.models import Finding, Severity, Strict
 
 log = logging.getLogger("specops.monitor")
 
@@ -33,21 +33,29 @@ ActionKind = Literal["notify", "retune_gamma", "disable_speculation", "restart_p
 _RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-class ActionSpec(BaseModel):
+class ActionSpec(Strict):
     """One action of a rule."""
 
-    model_config = ConfigDict(extra="forbid")
 
     kind: ActionKind = Field(description="notify | retune_gamma | disable_speculation | restart_probe | open_retraining.")
     webhook_url_env: str | None = Field(
         None, description="notify: environment variable holding a webhook URL (secrets by reference, never inline).")
     cooldown_minutes: float = Field(360, ge=0, description="Do not repeat this action for the same finding within it.")
+    heal: bool = Field(False, description="open_retraining: run the whole heal loop (retrain → validate → canary → "
+                       "promote or roll back, `specops heal` with its defaults, under the heal's lease) instead of "
+                       "only the retraining job; local deployments.")
+
+    @model_validator(mode="after")
+    def _heal_only_for_retraining(self) -> ActionSpec:
+        if self.heal and self.kind != "open_retraining":
+            raise ValueError(f"heal: true is an option of open_retraining, not of {self.kind}. "
+                             "To fix: remove it, or use kind: open_retraining")
+        return self
 
 
-class Rule(BaseModel):
+class Rule(Strict):
     """Findings (by code, at or above a severity) -> actions, in order."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Rule name, shown in the event log.")
     when: list[str] = Field(min_length=1, description="Finding codes that trigger the rule.")
@@ -63,10 +71,9 @@ class Rule(BaseModel):
         return self
 
 
-class Policy(BaseModel):
+class Policy(Strict):
     """A drift policy: detector settings, γ adaptation and the finding -> action rules."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Policy name.")
     description: str = Field("", description="What this policy is for.")
@@ -114,7 +121,7 @@ class ActionExecutor(Protocol):
     def retune_gamma(self, deployment: str, proposal: dict) -> None: ...
     def disable_speculation(self, deployment: str, reason: str) -> None: ...
     def restart_probe(self, deployment: str, reason: str) -> None: ...
-    def open_retraining(self, deployment: str, reason: str) -> None: ...
+    def open_retraining(self, deployment: str, reason: str, heal: bool = False) -> None: ...
 
 
 class EventSink(Protocol):
@@ -131,10 +138,9 @@ class MemoryEvents:
         self.events.append({"deployment": deployment, "kind": kind, "reason": reason, "data": data})
 
 
-class ActionRecord(BaseModel):
+class ActionRecord(Strict):
     """One action decision, as the cycle report and the event log show it."""
 
-    model_config = ConfigDict(extra="forbid")
 
     at: float
     deployment: str
@@ -183,7 +189,7 @@ class NotifyOnlyExecutor:
     def restart_probe(self, deployment: str, reason: str) -> None:
         self._unwired("restart_probe")
 
-    def open_retraining(self, deployment: str, reason: str) -> None:
+    def open_retraining(self, deployment: str, reason: str, heal: bool = False) -> None:
         self._unwired("open_retraining")
 
 
@@ -256,6 +262,8 @@ class ActionRunner:
             ex.disable_speculation(deployment, f.message)
         elif spec.kind == "restart_probe":
             ex.restart_probe(deployment, f.message)
+        elif spec.heal:  # only then: executors written before the option keep their two-argument call
+            ex.open_retraining(deployment, f.message, heal=True)
         else:
             ex.open_retraining(deployment, f.message)
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from specops.drift.policy import FINDING_CODES
 from specops.errors import did_you_mean, unknown
-from specops.models import Finding
+from specops.models import Finding, Strict
 
 StepKind = Literal["query", "lineage_check", "fingerprint_check", "restart_probe"]
 QUERIES = ("acceptance", "acceptance_by_label", "per_position", "tpot_vs_baseline", "kv_usage", "load",
@@ -28,10 +28,9 @@ RUNBOOK_CODES = FINDING_CODES + (
     "LONG_CONTEXT_DROP", "QUERY_OK")
 
 
-class Step(BaseModel):
+class Step(Strict):
     """One diagnostic step."""
 
-    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(description="Step id, unique in the runbook.")
     kind: StepKind = Field(description="query | lineage_check | fingerprint_check | restart_probe.")
@@ -53,10 +52,9 @@ class Step(BaseModel):
         return self
 
 
-class NextAction(BaseModel):
+class NextAction(Strict):
     """A recommendation, chosen when any of ``if_any`` was found (no ``if_any``: the default)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     if_any: list[str] = Field(default_factory=list, description="Finding codes that select it.")
     recommend: str = Field(description="What to do next, for a person.")
@@ -75,10 +73,9 @@ def _codes(codes: list[str]) -> None:
                              "To fix: use a code the steps produce (see docs/monitor.md)")
 
 
-class Runbook(BaseModel):
+class Runbook(Strict):
     """An on-call runbook."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Runbook name (the file name without .yaml).")
     title: str = Field(description="One-line title.")
@@ -117,9 +114,7 @@ class RunbookContext:
     allow_restart: bool = False
 
 
-class StepResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class StepResult(Strict):
     id: str
     kind: StepKind
     title: str
@@ -128,9 +123,7 @@ class StepResult(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
 
 
-class RunbookResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RunbookResult(Strict):
     runbook: str
     deployment: str
     steps: list[StepResult]

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.actions import EngineExecutor, RegistryEvents, restore_ledger
 from specops.drift.fleet import LiveFingerprints, profile_floors, watch_targets
-from specops.drift.monitor import Clock, CycleReport, Monitor, MonitorMetrics, SystemClock
+from specops.drift.monitor import Clock, CycleReport, Monitor, MonitorMetrics, SystemClock, run_loop
 from specops.drift.observe import ALL, Observation
 from specops.drift.policy import load_policy
 from specops.drift.sources import MetricsSource
 from specops.drift.store import HistoryStore
 from specops.errors import SpecopsError
+from specops.models import Strict
 
 
-class MonitorOptions(BaseModel):
+class MonitorOptions(Strict):
     """Settings of one monitor (flags > SPECOPS_* > config.yaml, resolved by the CLI)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     policy: str = Field("default", description="Policy playbook name or YAML path.")
     prometheus_url: str | None = Field(None, description="Prometheus base URL; None: direct /metrics only.")
@@ -48,7 +48,8 @@ class MonitorOptions(BaseModel):
 
 class Watcher:
     def __init__(self, reg, options: MonitorOptions, *, clock: Clock | None = None,
-                 metrics: MonitorMetrics | None = None, reader=None, executor=None, gate=None) -> None:
+                 metrics: MonitorMetrics | None = None, reader=None, executor=None, gate=None,
+                 predictor=None) -> None:
         from specops.settings import specops_home
 
         self.reg, self.options, self.clock = reg, options, clock or SystemClock()
@@ -71,7 +72,8 @@ class Watcher:
         self.recording = _Recording(self.source, self.store, self.timings, store_if=lambda: self.monitor.leader)
         self.monitor = Monitor(targets, self.recording, policy,
                                executor or EngineExecutor(reg, retrain_data=options.retrain_data), self.clock,
-                               events=RegistryEvents(reg), metrics=metrics, interval_s=options.interval_s)
+                               events=RegistryEvents(reg), metrics=metrics, interval_s=options.interval_s,
+                               predictor=predictor)
         restore_ledger(self.monitor.runner, reg, list(self.rows))
         self.monitor.on_elected = lambda: restore_ledger(self.monitor.runner, reg, list(self.rows))
         if gate is not None:
@@ -123,16 +125,8 @@ class Watcher:
     def run(self, *, stop: Callable[[], bool] | None = None, max_cycles: int | None = None,
             on_report: Callable[[CycleReport], None] | None = None) -> CycleReport | None:
         self.warm()
-        last, n = None, 0
-        while (max_cycles is None or n < max_cycles) and not (stop and stop()):
-            last = self.cycle(wait_store=False)
-            n += 1
-            if on_report:
-                on_report(last)
-            if last.outcome == "fatal":
-                break
-            self.clock.sleep(last.retry_in_s if last.outcome == "retry" else self.options.interval_s)
-        return last
+        return run_loop(lambda: self.cycle(wait_store=False), self.clock, self.options.interval_s,
+                        max_cycles=max_cycles, stop=stop, on_report=on_report)
 
 
 class _Recording:

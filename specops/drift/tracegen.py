@@ -30,18 +30,18 @@ import math
 import random
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.observe import ALL, LabelWindow, Observation, Unseen
+from specops.models import Strict
 from specops.speculation import alpha_from_rate, rate_of_alpha
 
 DAY = 86400.0
 
 
-class TraceConfig(BaseModel):
+class TraceConfig(Strict):
     """Parameters of one simulated deployment."""
 
-    model_config = ConfigDict(extra="forbid")
 
     seed: int = Field(0, description="Random seed: the same seed gives the same trace.")
     start: float = Field(1_767_225_600.0, description="Epoch seconds of t=0 (a midnight, UTC).")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specops.drift.classify import Evidence, LabelDrop, ProbeResult, classify
 from specops.drift.detectors import (
@@ -24,13 +24,12 @@ from specops.drift.detectors import (
 )
 from specops.drift.gamma import GammaController, GammaPolicy, GammaProposal, Predictor, single
 from specops.drift.observe import ALL, Observation
-from specops.models import Finding
+from specops.models import Finding, Strict
 
 
-class WatchTarget(BaseModel):
+class WatchTarget(Strict):
     """What the monitor knows about one deployment (from the registry and the validation profile)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Deployment name (the specops_deployment label).")
     gamma: int = Field(3, ge=0, description="Current num_speculative_tokens.")

@@ -326,6 +326,11 @@ def _start(spec: DeploymentSpec, reg, result: DeployResult, argv, env, key_env, 
                        "speculative_config": sc},
         argv_redacted=redact_argv(argv), port=spec.serve.port, target_fingerprint=getattr(t, "fingerprint", None),
         draft_fingerprint=getattr(d, "fingerprint", None) if d else None, api_key_env=key_env)
+    # upsert keeps a field it is not given: a spec without a draft or γ (speculation turned off) clears them
+    cleared = {k: None for k, v in (("draft_ref", result.draft_ref), ("draft_fingerprint", getattr(d, "fingerprint", None)),
+                                    ("num_speculative_tokens", spec.speculative.num_speculative_tokens)) if v is None}
+    if cleared:
+        reg.set_deployment_status(spec.name, "starting", **cleared)
     if progress:
         progress(f"vLLM {result.vllm_version}")
     try:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from specops.engines.local import free_port
 from specops.errors import InputError, MeasurementError
 from specops.heal.types import CanaryResult, EngineAcceptance
-from specops.retrain.types import Acceptance, Comparison
+from specops.retrain.types import Comparison, DraftAcceptance
 
 CANARY_SUFFIX = "-canary"
 MEASUREMENT_SOURCE = "canary"
@@ -39,8 +39,8 @@ def measure_engine(deployment: str, endpoint: str, served_name: str | None, prom
                    max_tokens: int = 48, gamma: int = 3, api_key_env: str | None = None,
                    draft: str | None = None) -> EngineAcceptance:
     """Send ``prompts`` one by one (greedy, ``ignore_eos``) and read the counters' deltas."""
+    from specops.engines.client import VllmClient, completion_body
     from specops.metrics import delta, pick_group, scrape
-    from specops.metrics.http import exchange, redact_url
 
     if not prompts:
         raise InputError("no canary prompts", "give at least one held-out prompt")
@@ -48,14 +48,10 @@ def measure_engine(deployment: str, endpoint: str, served_name: str | None, prom
     before = scrape(endpoint, headers=headers)
     group = pick_group(before, served_name)
     t0 = time.monotonic()
+    client = VllmClient(endpoint, headers, deadline_s=600.0)
     for p in prompts:  # each request within one overall deadline (a dripping engine cannot hold it)
-        body = {"model": served_name or group, "prompt": p, "max_tokens": max_tokens, "temperature": 0.0,
-                "ignore_eos": True}
-        r = exchange("POST", endpoint.rstrip("/") + "/v1/completions", json=body, headers=headers,
-                     deadline_s=600.0, fix=f"check the engine: specops status {deployment}")
-        if r.status != 200:
-            raise MeasurementError(f"{redact_url(endpoint)}/v1/completions answered HTTP {r.status}",
-                                   f"check the engine log: specops logs {deployment}")
+        client.complete(completion_body(served_name or group, p, max_tokens, ignore_eos=True),
+                        fix=f"check the engine: specops status {deployment}")
     seconds = time.monotonic() - t0
     m = delta(before, scrape(endpoint, headers=headers), group)
     if m.counter_reset or not m.num_draft_tokens or not m.num_drafts:
@@ -63,8 +59,8 @@ def measure_engine(deployment: str, endpoint: str, served_name: str | None, prom
                                + (" (the engine restarted meanwhile)" if m.counter_reset else ""),
                                "check that the deployment speculates (specops status) and run the canary again")
     acc = m.num_accepted_tokens or 0.0
-    acceptance = Acceptance(acceptance_rate=min(1.0, acc / m.num_draft_tokens),
-                            mean_acceptance_length=1 + acc / m.num_drafts,
+    acceptance = DraftAcceptance(acceptance_rate=min(1.0, m.acceptance_rate or 0.0),
+                            mean_acceptance_length=m.mean_acceptance_length,
                             per_position=[round(x or 0.0, 6) for x in m.per_position_rate],
                             num_drafts=int(m.num_drafts), num_draft_tokens=int(m.num_draft_tokens),
                             num_accepted_tokens=int(acc), num_prompts=len(prompts),
@@ -85,11 +81,11 @@ def record(reg, run: EngineAcceptance, *, started: datetime, extra: dict | None 
 
 def saved_spec(deployment: str):
     """The resolved spec the deployment was last started from (``spec.yaml`` in its folder)."""
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import load_spec
     from specops.errors import NotFoundError
-    from specops.settings import deployment_dir
 
-    path = deployment_dir(deployment) / "spec.yaml"
+    path = DeploymentFolder.of(deployment).spec
     if not path.is_file():
         raise NotFoundError(f"deployment {deployment} has no saved spec ({path})",
                             "heal works on deployments started by `specops deploy SPEC` on this machine")

@@ -17,8 +17,6 @@ incumbent spec again if its process is gone). Every outcome is an event (``heal.
 
 from __future__ import annotations
 
-import json
-
 from specops.heal.canary import candidate_spec, saved_spec
 from specops.heal.types import CanaryResult, Handover
 
@@ -28,18 +26,18 @@ ADOPTED_FIELDS = ("target_ref", "draft_ref", "method", "num_speculative_tokens",
 
 
 def _write_spec(name: str, spec) -> None:
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import dump_spec
-    from specops.settings import deployment_dir
 
-    (deployment_dir(name) / "spec.yaml").write_text(dump_spec(spec))
+    DeploymentFolder.of(name).spec.write_text(dump_spec(spec))
 
 
 def _keep_incumbent_spec(deployment: str) -> None:
     """``spec.incumbent.yaml``: what rollback starts again if the hand-over fails half-way."""
-    from specops.settings import deployment_dir
+    from specops.engines.layout import DeploymentFolder
 
-    d = deployment_dir(deployment)
-    (d / "spec.incumbent.yaml").write_text((d / "spec.yaml").read_text())
+    d = DeploymentFolder.of(deployment)
+    d.incumbent_spec.write_text(d.spec.read_text())
 
 
 def promote_local(deployment: str, canary: CanaryResult, *, registry, handover: Handover = "restart",
@@ -84,7 +82,7 @@ def _adopt(reg, deployment: str, canary: str, spec, draft):
     """The canary's engine becomes ``deployment``'s; then the incumbent's engine is stopped."""
     from specops.engines import local
     from specops.engines.deploy import read_engine_file
-    from specops.settings import deployment_dir
+    from specops.engines.layout import DeploymentFolder
 
     old = reg.get_deployment(deployment)
     crow = reg.get_deployment(canary)
@@ -94,8 +92,8 @@ def _adopt(reg, deployment: str, canary: str, spec, draft):
     fields = {k: getattr(crow, k) for k in ADOPTED_FIELDS}
     reg.upsert_deployment(deployment, platform="local", status="running", **fields)
     _write_spec(deployment, promoted)
-    (deployment_dir(deployment) / "engine.json").write_text(json.dumps({**info, "adopted_from": canary}))
-    (deployment_dir(canary) / "engine.json").unlink(missing_ok=True)
+    DeploymentFolder.of(deployment).write_engine({**info, "adopted_from": canary})
+    DeploymentFolder.of(canary).forget_engine()
     reg.set_deployment_status(canary, "stopped", pid=None, pid_start_time=None,
                               reason=f"engine handed over to {deployment}")
     if old.pid:
@@ -107,21 +105,21 @@ def restore_incumbent(deployment: str, *, registry, progress=None) -> str:
     """Make sure the incumbent serves: start the saved incumbent spec again if its engine is gone."""
     from specops.engines import local
     from specops.engines.deploy import deploy_local
+    from specops.engines.layout import DeploymentFolder
     from specops.engines.spec import load_spec
-    from specops.settings import deployment_dir
 
     reg = registry
     row = reg.get_deployment(deployment)
     if local.alive(row.pid, row.pid_start_time):
         return "serving"
-    kept = deployment_dir(deployment) / "spec.incumbent.yaml"
-    spec_file = kept if kept.is_file() else deployment_dir(deployment) / "spec.yaml"
+    folder = DeploymentFolder.of(deployment)
+    spec_file = folder.incumbent_spec if folder.incumbent_spec.is_file() else folder.spec
     if progress:
         progress(f"rollback: {deployment} is not running; starting the incumbent again from {spec_file.name}")
     spec = load_spec(spec_file)
     if row.pid:
         local.stop_group(row.pid, row.pid_start_time, grace_s=5)
-    (deployment_dir(deployment) / "engine.json").unlink(missing_ok=True)
+    folder.forget_engine()
     deploy_local(spec, spec_path=spec_file, registry=reg, check=False, progress=progress, force=True,
                  reason="heal rollback: restoring the incumbent")
     _write_spec(deployment, spec)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from specops.retrain.types import Acceptance, Comparison, Decision
+from specops.models import Strict
+from specops.retrain.types import Comparison, Decision, DraftAcceptance
 
 Handover = Literal["restart", "adopt"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Model = Strict
 
 
 class EngineAcceptance(_Model):
@@ -21,7 +21,7 @@ class EngineAcceptance(_Model):
     deployment: str = Field(description="Deployment measured.")
     endpoint: str = Field(description="Base URL measured.")
     draft: str | None = Field(description="Draft NAME@VERSION it served.")
-    acceptance: Acceptance = Field(description="accepted / drafted tokens and per-position rates from /metrics.")
+    acceptance: DraftAcceptance = Field(description="accepted / drafted tokens and per-position rates from /metrics.")
     seconds: float = Field(description="Wall time of the prompt set (noisy on CPU; never asserted).")
 
 

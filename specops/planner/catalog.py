@@ -157,11 +157,24 @@ def _read_file(path: Path, model: type[BaseModel]):
 
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return model.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=loader))  # noqa: S506
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        if not _all_finite(data):
+            raise ValueError("a non-finite number")  # the careful reader names its line
+        return model.model_validate(data)
     except Exception:  # noqa: BLE001 - the careful reader below reports it with its line
         from specops.yamlfile import load_model
 
         return load_model(path, model)
+
+
+def _all_finite(node) -> bool:
+    if isinstance(node, float):
+        return math.isfinite(node)
+    if isinstance(node, dict):
+        return all(_all_finite(v) for v in node.values())
+    if isinstance(node, list):
+        return all(_all_finite(v) for v in node)
+    return True
 
 
 @lru_cache(maxsize=4)

@@ -5,7 +5,7 @@ Importing this package loads neither torch nor transformers."""
 
 from specops.retrain.acceptance import compare_drafts, decide, measure_acceptance
 from specops.retrain.driver import RetrainOutcome, retrain
-from specops.retrain.types import Acceptance, Comparison, Decision, TrainResult
+from specops.retrain.types import Comparison, Decision, DraftAcceptance, TrainResult
 
-__all__ = ["Acceptance", "Comparison", "Decision", "RetrainOutcome", "TrainResult", "compare_drafts", "decide",
+__all__ = ["DraftAcceptance", "Comparison", "Decision", "RetrainOutcome", "TrainResult", "compare_drafts", "decide",
            "measure_acceptance", "retrain"]

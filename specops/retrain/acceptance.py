@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from specops.errors import InputError
-from specops.retrain.types import Acceptance, Comparison, Decision
+from specops.retrain.types import Comparison, Decision, DraftAcceptance
 
 
 def prompts_sha256(prompts: list[str]) -> str:
@@ -51,7 +51,7 @@ def simulate(draft, prompt_ids: list[list[int]], continuations: list[list[int]],
 
 
 def measure_loaded(target, draft, tokenizer, prompts: list[str], *, gamma: int = 3, max_new_tokens: int = 64,
-                   max_prompt_tokens: int = 64, continuations: list[list[int]] | None = None) -> Acceptance:
+                   max_prompt_tokens: int = 64, continuations: list[list[int]] | None = None) -> DraftAcceptance:
     """Acceptance of already loaded models (float32, eval mode)."""
     from specops.retrain.hf import encode_prompts, greedy_continuations
 
@@ -62,15 +62,17 @@ def measure_loaded(target, draft, tokenizer, prompts: list[str], *, gamma: int =
     ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     conts = continuations or greedy_continuations(target, ids, max_new_tokens, tokenizer.eos_token_id)
     steps, drafted, acc, per_pos = simulate(draft, ids, conts, gamma)
-    return Acceptance(acceptance_rate=acc / drafted if drafted else 0.0,
-                      mean_acceptance_length=1 + acc / steps if steps else 1.0,
-                      per_position=[round(c / steps, 6) if steps else 0.0 for c in per_pos], num_drafts=steps,
+    from specops.speculation import Acceptance
+
+    counts = Acceptance(steps, drafted, acc, tuple(per_pos))
+    return DraftAcceptance(acceptance_rate=counts.rate or 0.0, mean_acceptance_length=counts.tau or 1.0,
+                      per_position=[round(c, 6) for c in counts.per_position or [0.0] * len(per_pos)], num_drafts=steps,
                       num_draft_tokens=drafted, num_accepted_tokens=acc, num_prompts=len(prompts), gamma=gamma,
                       max_new_tokens=max_new_tokens)
 
 
 def measure_acceptance(target_dir: str | Path, draft_dir: str | Path, prompts: list[str], *, gamma: int = 3,
-                       max_new_tokens: int = 64, threads: int | None = 2) -> Acceptance:
+                       max_new_tokens: int = 64, threads: int | None = 2) -> DraftAcceptance:
     """Load both models from their folders and measure (the target folder's tokenizer is used)."""
     from specops.retrain.hf import load_causal_lm, load_tokenizer, set_threads
 

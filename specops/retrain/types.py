@@ -16,7 +16,7 @@ BACKENDS: tuple[str, ...] = get_args(BackendName)
 _Model = Strict
 
 
-class Acceptance(_Model):
+class DraftAcceptance(_Model):
     """Speculative acceptance of one draft against one target, measured in-process (greedy, exact)."""
 
     acceptance_rate: float = Field(ge=0, le=1, description="Accepted draft tokens / drafted tokens.")
@@ -37,8 +37,8 @@ class Comparison(_Model):
     incumbent: str | None = Field(description="Incumbent draft folder (None: no incumbent).")
     candidate: str = Field(description="Candidate draft folder.")
     prompts_sha256: str = Field(description="sha256 of the prompts, so two comparisons can be matched.")
-    incumbent_acceptance: Acceptance | None = Field(description="Incumbent's acceptance (None: no incumbent).")
-    candidate_acceptance: Acceptance = Field(description="Candidate's acceptance.")
+    incumbent_acceptance: DraftAcceptance | None = Field(description="Incumbent's acceptance (None: no incumbent).")
+    candidate_acceptance: DraftAcceptance = Field(description="Candidate's acceptance.")
     min_gain: float = Field(default=0.0, description="Required acceptance-rate gain over the incumbent.")
     floor: float = Field(default=0.0, ge=0, le=1, description="Acceptance rate the candidate must reach anyway.")
 

@@ -303,3 +303,29 @@ def test_the_slower_than_baseline_runbook_gives_break_even_and_the_current_rate(
     engine.advance(2000, 0.9)
     step = next(s for s in run_runbook_on(reg, "spec-slower-than-baseline", "chat").steps if s.id == "acceptance")
     assert step.findings[0].code != "BELOW_BREAK_EVEN" and "break-even 0.350" in step.findings[0].message
+
+
+def test_the_monitor_takes_break_even_from_the_spec_expectations_and_names_it(reg, tmp_path, engine):
+    """Issue 23's leftover: the monitor's break-even α comes from the deployed spec's expectations (the
+    break-even accepted/drafted rate at γ, converted to α), not only from a validation profile; a
+    deployment without either is told how to get one."""
+    from specops.drift.fleet import watch_targets
+    from specops.speculation import alpha_from_rate, rate_of_alpha
+
+    f = make_fleet(reg, tmp_path, engine.url)
+    _save_spec("chat", f["served"], f["draft"], None)
+    (target,), _ = watch_targets(reg, names=["chat"])
+    assert target.break_even_alpha is None
+    _save_spec("chat", f["served"], f["draft"], {"acceptance_rate": 0.6, "break_even_acceptance_rate": 0.35,
+                                                   "source": "specops recommend (predicted)"})
+    (target,), _ = watch_targets(reg, names=["chat"])
+    gamma = target.gamma
+    assert gamma >= 1 and target.break_even_alpha == pytest.approx(alpha_from_rate(0.35, gamma))
+    assert rate_of_alpha(target.break_even_alpha, gamma) == pytest.approx(0.35, abs=1e-6)
+    # below it, the monitor's finding names the number (classify.Evidence.versus_break_even)
+    from specops.drift.classify import Evidence, LabelDrop
+
+    drop = {"": LabelDrop("", baseline=0.7, recent=target.break_even_alpha - 0.05, sigmas=5.0, alarmed=True)}
+    ev = Evidence("chat", drop, break_even=target.break_even_alpha)
+    assert f"break-even α {target.break_even_alpha:.3f}" in ev.versus_break_even()
+    assert "recommend -o deployment" in Evidence("chat", drop).versus_break_even()

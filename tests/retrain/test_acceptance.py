@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from specops.retrain.acceptance import compare_drafts, decide
-from specops.retrain.types import Acceptance, Comparison
+from specops.retrain.types import Comparison, DraftAcceptance
 from tests.retrain import minimodels
 
 
-def _acc(rate: float) -> Acceptance:
-    return Acceptance(acceptance_rate=rate, mean_acceptance_length=1 + 3 * rate, per_position=[rate] * 3, num_drafts=10,
+def _acc(rate: float) -> DraftAcceptance:
+    return DraftAcceptance(acceptance_rate=rate, mean_acceptance_length=1 + 3 * rate, per_position=[rate] * 3, num_drafts=10,
                       num_draft_tokens=30, num_accepted_tokens=int(30 * rate), num_prompts=4, gamma=3,
                       max_new_tokens=16)
 
