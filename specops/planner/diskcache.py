@@ -65,6 +65,9 @@ def cached(kind: str, compute: Callable[[], T]) -> T:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(pickle.dumps(out))
         tmp.replace(path)
+        for stale in path.parent.glob(f"{kind}-*.pickle"):  # results of inputs that changed since
+            if stale != path:
+                stale.unlink(missing_ok=True)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):  # read-only home / unpicklable: recompute
         pass
     return out
