@@ -205,7 +205,7 @@ def _flags(cfg: LaunchConfig, table: CapabilityTable) -> list[str]:
         raise InputError(f"{found[0]} may not be given in extra_args (it would be a secret in argv)",
                          "pass the API key through serve.api_key (env or file), the HF token through the environment")
     args.extend(cfg.extra_args)
-    _refuse_removed_flags(args, version)
+    _refuse_removed_flags(args, version, table)
     return args
 
 
@@ -228,8 +228,8 @@ _FLAG_ROWS = ("--speculative-model", "--num-speculative-tokens", "--speculative-
               "--spec-method", "--spec-model", "--spec-tokens")
 
 
-def _refuse_removed_flags(args: list[str], version) -> None:
-    table = default_table()
+def _refuse_removed_flags(args: list[str], version, table: CapabilityTable | None = None) -> None:
+    table = table or default_table()
     for a in args:
         flag = a.split("=", 1)[0]
         if flag in _FLAG_ROWS and not table.has("flag", flag, version):

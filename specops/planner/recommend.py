@@ -8,6 +8,7 @@ performance model ranks what is left.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from specops.capabilities import (
     CapabilityTable,
@@ -254,6 +255,21 @@ def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
         return DraftSpec(ref.method, ref.id, arch.params_b, model=arch)
     params = ref.params_b or head_params(ctx.model, ref.method) / 1e9
     return DraftSpec(ref.method, ref.id, params, ref.generation)
+
+
+def shipped_table() -> CapabilityTable:
+    """The shipped capability table (:func:`specops.capabilities.default_table`), parsed once per set of
+    inputs and read back from :mod:`specops.planner.diskcache` (the CSV's validation is most of its cost)."""
+    from specops.playbooks import playbooks_dir
+
+    return _shipped_table(str(playbooks_dir()))
+
+
+@lru_cache(maxsize=4)
+def _shipped_table(_playbooks: str) -> CapabilityTable:
+    from specops.planner.diskcache import cached
+
+    return cached("capabilities", default_table)
 
 
 def _draft_served(ref: DraftRef, vllm_version: str) -> bool:
@@ -675,7 +691,7 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
 
     def once(req: RecommendRequest):
         model, gpu, setup = resolve(req, catalogs, profile)
-        ctx = Context(req, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured,
+        ctx = Context(req, model, gpu, setup, priors, capabilities or shipped_table(), catalogs, measured=measured,
                       residuals=residuals)
         steps = run_tree(ctx, tree or load_tree())
         if calibration is None:  # the profile that predicted is named on the cost model's step
