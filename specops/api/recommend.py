@@ -10,20 +10,28 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specops.errors import InputError, unknown
-from specops.planner.types import METHODS, QUANTIZATIONS, TASKS, Plan, RecommendRequest
 
-CHOICES = {"task": TASKS, "method": METHODS, "quantization": QUANTIZATIONS, "objective": ("latency", "throughput"),
-           "engine": ("vllm", "sglang", "tensorrt-llm", "hf")}
+if TYPE_CHECKING:
+    from specops.planner.types import Plan, RecommendRequest
+
+
+def choices() -> dict[str, tuple[str, ...]]:
+    """The flags with a fixed set of values (loads the planner's types)."""
+    from specops.planner.types import METHODS, QUANTIZATIONS, TASKS
+
+    return {"task": TASKS, "method": METHODS, "quantization": QUANTIZATIONS, "objective": ("latency", "throughput"),
+            "engine": ("vllm", "sglang", "tensorrt-llm", "hf")}
 
 
 def build_request(**values: Any) -> RecommendRequest:
-    """A validated RecommendRequest; gpu and vllm_version fall back to SPECOPS_* / config.yaml."""
-    from pydantic import ValidationError
+    """A validated RecommendRequest; gpu and vllm_version fall back to SPECOPS_* / config.yaml.
 
-    from specops.capabilities import DEFAULT_VLLM_VERSION
+    Names are checked before the planner loads: a mistyped --gpu or an unmodelled --method costs a
+    read of gpus.yaml / the method table, not the import of the performance model."""
+    from specops.planner.names import check_gpu_name
     from specops.settings import setting
 
     values = {k: v for k, v in values.items() if v is not None}
@@ -31,14 +39,28 @@ def build_request(**values: Any) -> RecommendRequest:
         raise InputError("--qps and --batch-size both set the batch", "give one of them: --qps for a request rate, "
                          "--batch-size for a fixed concurrency")
     values["gpu"] = setting("gpu", values.get("gpu"))
-    values["vllm_version"] = str(setting("vllm_version", values.get("vllm_version"), DEFAULT_VLLM_VERSION))
     if not values.get("gpu"):
         raise InputError("no GPU given", "pass --gpu (e.g. --gpu H100) or set SPECOPS_GPU / `gpu:` in config.yaml")
-    for key, choices in CHOICES.items():
+    check_gpu_name(str(values["gpu"]))
+    if "method" in values:
+        refuse_unmodelled(str(values["method"]))
+    if values.get("parallel_drafting"):  # P-EAGLE is eagle3 drafting in parallel
+        pinned = str(values.get("method") or "eagle3").strip().lower()
+        if pinned not in ("eagle3", "eagle3.1", "eagle-3", "eagle-3.1", "eagle31"):
+            raise InputError(f"--parallel-drafting is P-EAGLE, an eagle3 option; --method {pinned} does not take it",
+                             "drop --parallel-drafting or use --method eagle3")
+        values["method"] = "eagle3"
+    from pydantic import ValidationError
+
+    from specops.capabilities import DEFAULT_VLLM_VERSION
+    from specops.planner.types import RecommendRequest
+
+    values["vllm_version"] = str(setting("vllm_version", values.get("vllm_version"), DEFAULT_VLLM_VERSION))
+    for key, allowed in choices().items():
         if key in values:
             values[key] = str(values[key]).strip().lower()
-            if values[key] not in choices:
-                raise unknown(key.replace("_", " "), values[key], choices, fix=f"use --{key} " + "|".join(choices))
+            if values[key] not in allowed:
+                raise unknown(key.replace("_", " "), values[key], allowed, fix=f"use --{key} " + "|".join(allowed))
     for key, value in values.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"--{key.replace('_', '-')} must be a finite number, got {value}", "give a number")
@@ -55,6 +77,21 @@ def build_request(**values: Any) -> RecommendRequest:
     return request
 
 
+def refuse_unmodelled(method: str) -> None:
+    """--method naming a method vLLM serves but the planner does not model (dspark, step5_mtp, ...): refused
+    with what is modelled, since a plan without a prediction is not a recommendation."""
+    from specops.speculation import ALIASES, METHODS, PLANNED
+
+    name = ALIASES.get(method.strip().lower(), method.strip().lower())
+    info = METHODS.get(name)
+    if info is None or info.modelled or info.family == "tooling":
+        return
+    raise InputError(f"--method {name} is served by vLLM but not modelled by specops (no published measurement "
+                     "gives it an acceptance prior), so no speedup can be predicted",
+                     f"pin a modelled method ({', '.join(PLANNED)}), or write a DeploymentSpec with "
+                     f"speculative.method: {name} for `specops deploy` and measure it with `specops bench`")
+
+
 def precheck(request: RecommendRequest) -> None:
     """The checks that need only the catalogs (released vLLM version, GPU and model names, --quantization's
     checkpoint, tensor-parallel size), before the planner and what this installation learned are loaded:
@@ -62,7 +99,17 @@ def precheck(request: RecommendRequest) -> None:
     from specops.capabilities import released_version
     from specops.planner.catalog import load_catalogs
 
-    released_version(request.vllm_version)
+    version = released_version(request.vllm_version)
+    if request.parallel_drafting:
+        from specops.capabilities import default_table, format_version
+        from specops.errors import CapabilityError
+
+        table = default_table()
+        row = table.lookup("field", "parallel_drafting")
+        if row is not None and not table.has("field", "parallel_drafting", version):
+            raise CapabilityError(f"--parallel-drafting: speculative_config key parallel_drafting does not exist in "
+                                  f"vLLM {format_version(version)} (it exists in {row.span()})",
+                                  "use --vllm-version 0.16.0 or later, or drop --parallel-drafting")
     cat = load_catalogs()
     cat.gpu(request.gpu)
     model = cat.model(request.model, params_b=request.params_b, quantization=request.quantization,
@@ -113,11 +160,8 @@ def _registry_priors(notes: list[str]) -> list:
     from specops.settings import database_url
 
     url = database_url()
-    if url.startswith("sqlite:///"):
-        from pathlib import Path
-
-        if not Path(url[len("sqlite:///"):]).is_file():
-            return []
+    if url.startswith("sqlite:///") and not _sqlite_has_acceptance(url[len("sqlite:///"):]):
+        return []  # nothing to learn from: the registry (sqlmodel, ~0.5 s of imports) is not loaded
     from specops.checks.priors import measured_priors
     from specops.errors import SpecopsError
     from specops.registry import open_registry
@@ -127,6 +171,27 @@ def _registry_priors(notes: list[str]) -> list:
     except SpecopsError as exc:  # priors only add knowledge: an unreadable registry is a note, not a failure
         notes.append(f"registry: not used for priors ({exc.one_line()})")
         return []
+
+
+def _sqlite_has_acceptance(path: str) -> bool:
+    """Whether a SQLite registry holds a measurement with per-position acceptance (what becomes a prior),
+    read with the standard library: False for a missing file or one without such rows; True when it
+    cannot tell (the registry then reads it and reports what is wrong as a note)."""
+    import sqlite3
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT 1 FROM measurement WHERE per_position IS NOT NULL AND per_position != 'null' "
+                              "AND num_drafts > 0 LIMIT 1").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return True
+    return row is not None
 
 
 def _calibration_for(request: RecommendRequest, name: str | None):

@@ -5,6 +5,9 @@ Imports only typer at module level (keeps `specops --help` fast); specops.api.re
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 import typer
 
 OUTPUTS = ("table", "json", "yaml", "deployment")
@@ -44,6 +47,9 @@ def recommend_command(
                                "suffix, dflash, medusa (vLLM ≤ 0.32), none."),
     num_speculative_tokens: int = typer.Option(None, "--num-speculative-tokens", help="Pin γ (1-16)."),
     draft: str = typer.Option(None, "--draft", help="Pin a draft: hub id or local folder."),
+    parallel_drafting: bool = typer.Option(False, "--parallel-drafting", help="P-EAGLE: eagle3 with all γ drafts "
+                                           "in one pass (renders parallel_drafting: true; vLLM >= 0.16.0; pins "
+                                           "--method eagle3; not modelled: the prediction is sequential EAGLE-3's)."),
     output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
                                "YAML for `specops deploy`)."),
     name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
@@ -52,19 +58,37 @@ def recommend_command(
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
 ) -> None:
-    from specops.api.recommend import build_request, deployment_yaml, recommend_with_defaults
     from specops.cli.output import check_format, emit
 
     fmt = check_format(output, OUTPUTS)
-    request = build_request(model=model, params_b=params_b, active_params_b=active_params_b, quantization=quantization,
-                            gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
-                            temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
-                            objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
-                            draft=draft, allow_uncertain=allow_uncertain or None, qps=qps, engine=engine)
-    plan = recommend_with_defaults(request, calibration=calibration)
-    if fmt == "deployment":
-        typer.echo(deployment_yaml(plan, name), nl=False)
-        return
-    from specops.cli.plan_view import print_plan
+    with _no_pydantic_plugins():
+        from specops.api.recommend import build_request, deployment_yaml, recommend_with_defaults
 
-    emit(plan, fmt, print_plan)
+        request = build_request(model=model, params_b=params_b, active_params_b=active_params_b, quantization=quantization,
+                                gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
+                                temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
+                                objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
+                                draft=draft, allow_uncertain=allow_uncertain or None, qps=qps, engine=engine,
+                                parallel_drafting=parallel_drafting or None)
+        plan = recommend_with_defaults(request, calibration=calibration)
+        if fmt == "deployment":
+            typer.echo(deployment_yaml(plan, name), nl=False)
+            return
+        from specops.cli.plan_view import print_plan
+
+        emit(plan, fmt, print_plan)
+
+
+@contextmanager
+def _no_pydantic_plugins():
+    """Pydantic looks for plugins (an entry-point scan of every installed package: 15-45 ms in a vLLM
+    environment) when the first model class is built; the planner uses none, so while it loads and runs
+    the scan is skipped, as typer does while it builds its parameter adapters. The setting is restored after."""
+    before = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+    if before is None:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)

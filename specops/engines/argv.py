@@ -50,6 +50,8 @@ class LaunchConfig(Strict):
     prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest match.")
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP: 1 or the target's TP.")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: inherit).")
+    parallel_drafting: bool | None = Field(None, description="Draft all γ positions in one pass (P-EAGLE with "
+                                           "eagle3; vLLM >= 0.16.0).")
     synthetic_acceptance_rates: list[float] | None = Field(
         None, description="rejection_sample_method synthetic at these per-position rates (tune only; lossy).")
     kv_cache_dtype: str = Field("auto", description="--kv-cache-dtype, e.g. auto, fp8, turboquant_k8v4.")
@@ -130,6 +132,7 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     elif cfg.prompt_lookup_min or cfg.prompt_lookup_max:
         raise InputError("prompt_lookup_min/max apply only to ngram", "remove them")
     field("draft_tensor_parallel_size", cfg.draft_tensor_parallel_size)
+    field("parallel_drafting", cfg.parallel_drafting)
     if cfg.draft_kv_cache_dtype is not None:
         if table.lookup("field", "kv_cache_dtype (in speculative_config)") and not table.has(
                 "field", "kv_cache_dtype (in speculative_config)", version):
@@ -202,7 +205,7 @@ def _flags(cfg: LaunchConfig, table: CapabilityTable) -> list[str]:
         raise InputError(f"{found[0]} may not be given in extra_args (it would be a secret in argv)",
                          "pass the API key through serve.api_key (env or file), the HF token through the environment")
     args.extend(cfg.extra_args)
-    _refuse_removed_flags(args, version)
+    _refuse_removed_flags(args, version, table)
     return args
 
 
@@ -225,8 +228,8 @@ _FLAG_ROWS = ("--speculative-model", "--num-speculative-tokens", "--speculative-
               "--spec-method", "--spec-model", "--spec-tokens")
 
 
-def _refuse_removed_flags(args: list[str], version) -> None:
-    table = default_table()
+def _refuse_removed_flags(args: list[str], version, table: CapabilityTable | None = None) -> None:
+    table = table or default_table()
     for a in args:
         flag = a.split("=", 1)[0]
         if flag in _FLAG_ROWS and not table.has("flag", flag, version):

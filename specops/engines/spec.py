@@ -43,6 +43,8 @@ class SpeculativeBlock(_Strict):
     prompt_lookup_max: int | None = Field(None, ge=1, description="n-gram: longest prompt match.")
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="Draft TP (1 or the target's TP).")
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: the target's).")
+    parallel_drafting: bool | None = Field(None, description="Draft all γ positions in one pass (P-EAGLE = eagle3 "
+                                           "+ this; vLLM >= 0.16.0).")
     synthetic_acceptance_rates: list[float] | None = Field(
         None, description="Benchmarking only (`specops tune`): rejection_sample_method synthetic with these "
         "per-position rates P(first i+1 drafts accepted); lossy, never for serving.")
@@ -219,6 +221,7 @@ class DeploymentSpec(_Strict):
             prompt_lookup_max=sp.prompt_lookup_max,
             draft_tensor_parallel_size=sp.draft_tensor_parallel_size,
             draft_kv_cache_dtype=sp.draft_kv_cache_dtype,
+            parallel_drafting=sp.parallel_drafting,
             synthetic_acceptance_rates=sp.synthetic_acceptance_rates,
             kv_cache_dtype=en.kv_cache_dtype,
             tensor_parallel_size=en.tensor_parallel_size,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from specops.errors import InputError, NotFoundError, unknown
 from specops.models import Strict
+from specops.planner.names import gpu_key, gpu_keys, refuse_gpu
 from specops.planner.types import GPU, DraftRef, ModelSpec
 
 # Bits per weight for --quantization (scales included: AWQ/GPTQ group 128 ≈ 4.25, NVFP4 = 4 + FP8 scale/16).
@@ -35,20 +36,6 @@ ONLINE_QUANT = ("fp8",)
 QUANT_MARKERS = {"awq": ("awq",), "gptq": ("gptq",), "int8": ("int8", "w8a8", "w8a16"),
                  "nvfp4": ("nvfp4", "fp4")}
 """How a hub id specops does not know names its quantization (e.g. ...-AWQ-INT4, ...quantized.w8a8)."""
-_GPU_PREFIXES = ("nvidia ", "amd instinct ", "amd ", "tesla ", "geforce ")
-
-
-def gpu_key(name: str) -> str:
-    """How GPU names compare: case-insensitive, vendor words dropped (nvidia-smi's "NVIDIA H100 80GB HBM3",
-    rocm-smi's "AMD Instinct MI300X"), spaces and "_" as "-"."""
-    key = " ".join(str(name).strip().lower().split())
-    changed = True
-    while changed:
-        changed = False
-        for p in _GPU_PREFIXES:
-            if key.startswith(p):
-                key, changed = key[len(p):], True
-    return "-".join(key.replace("_", " ").replace("-", " ").split())
 
 
 class Catalogs:
@@ -63,11 +50,10 @@ class Catalogs:
         self.models = models
         self._gpu_index: dict[str, GPU] = {}
         for g in gpus:
-            for k in [g.name, *g.aliases]:
-                for key in {gpu_key(k), gpu_key(k).replace("-", "")}:
-                    other = self._gpu_index.setdefault(key, g)
-                    if other is not g:
-                        raise ValueError(f'GPU name "{k}" belongs to both {other.name} and {g.name}')
+            for key in gpu_keys([g.name, *g.aliases]):
+                other = self._gpu_index.setdefault(key, g)
+                if other is not g:
+                    raise ValueError(f'GPU name "{key}" belongs to both {other.name} and {g.name}')
         self._models: dict[str, dict[str, ModelSpec]] = {}
         for m in models:
             self._add_model(m, [m.id, m.id.split("/")[-1], *m.names])
@@ -87,11 +73,7 @@ class Catalogs:
         hit = self._gpu_index.get(key) or self._gpu_index.get(key.replace("-", ""))
         if hit is not None:
             return hit
-        several = sorted({g.name for k, g in self._gpu_index.items() if k.startswith(key + "-")})
-        if len(several) > 1:
-            raise InputError(f'GPU "{name}" is ambiguous: it may be {", ".join(several)}',
-                             "use --gpu " + " or --gpu ".join(several))
-        raise unknown("GPU", name, [g.name for g in self.gpus], fix="use one of: " + ", ".join(g.name for g in self.gpus))
+        refuse_gpu(name, {k: g.name for k, g in self._gpu_index.items()}, [g.name for g in self.gpus])
 
     def catalog_model(self, name: str) -> ModelSpec | None:
         hits = self._models.get(name.strip().lower())
@@ -162,8 +144,9 @@ def quantized(spec: ModelSpec, quantization: str, *, known: bool) -> ModelSpec:
     if not known and not Path(spec.id).expanduser().is_dir() and any(mk in spec.id.lower() for mk in QUANT_MARKERS[q]):
         return spec.model_copy(update={"weight_bits": bits, "quantization": q})
     what = "the catalog knows no" if known else "its name or config.json shows no"
-    raise InputError(f"--quantization {q} needs an {q} checkpoint, and {what} {q} checkpoint of {spec.id}",
-                     f"point --model at an {q} checkpoint (a local folder with its quantization_config, or a hub id "
+    art = "an" if q[0] in "aeiou" else "a"  # "an awq", "an int8"; "a gptq", "a nvfp4"
+    raise InputError(f"--quantization {q} needs {art} {q} checkpoint, and {what} {q} checkpoint of {spec.id}",
+                     f"point --model at {art} {q} checkpoint (a local folder with its quantization_config, or a hub id "
                      f"naming it with --params-b {spec.params_b:g}), or use --quantization fp8 (vLLM quantizes "
                      "16-bit weights on the fly)")
 
@@ -205,8 +188,17 @@ def load_catalogs(gpu_path: str | Path | None = None, model_path: str | Path | N
     """The catalogs shipped in playbooks/catalogs (or given paths)."""
     from specops.playbooks import playbook_path
 
+    if gpu_path is None and model_path is None:  # the shipped ones: parsed once per set of inputs
+        return _shipped(str(playbook_path("catalogs", "gpus.yaml")), str(playbook_path("catalogs", "models.yaml")))
     return _load(str(gpu_path or playbook_path("catalogs", "gpus.yaml")),
                  str(model_path or playbook_path("catalogs", "models.yaml")))
+
+
+@lru_cache(maxsize=4)
+def _shipped(gpu_path: str, model_path: str) -> Catalogs:
+    from specops.planner.diskcache import cached
+
+    return cached("catalogs", lambda: _load.__wrapped__(gpu_path, model_path))
 
 
 GENERIC_EXPERTS, GENERIC_EXPERTS_PER_TOKEN = 128, 8

@@ -205,40 +205,15 @@ def default_residuals() -> tuple[Residual, ...]:
     """Residuals on the shipped rows: computed once per installation and kept in
     ``$SPECOPS_HOME/cache/residuals-<key>.pickle``, the key hashing every input (the playbooks and the
     planner's code), so a changed row, catalog entry or formula recomputes them."""
-    import pickle
+    from specops.planner.diskcache import cached
 
-    from specops.settings import cache_dir
-
-    path = cache_dir() / f"residuals-{_residuals_key()}.pickle"
-    try:
-        with open(path, "rb") as f:
-            return tuple(pickle.load(f))
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-        pass
-    out = tuple(cross_validate())
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{__import__('os').getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(out))
-        tmp.replace(path)
-    except OSError:  # a read-only home only costs the recomputation
-        pass
-    return out
+    return tuple(cached("residuals", lambda: tuple(cross_validate())))
 
 
 def _residuals_key() -> str:
-    import hashlib
-    from pathlib import Path
+    from specops.planner.diskcache import input_key
 
-    from specops.playbooks import playbooks_dir
-
-    here = Path(__file__).resolve().parent
-    files = sorted([*here.glob("*.py"), here.parent / "speculation.py", *playbooks_dir().rglob("*.*")])
-    h = hashlib.sha256()
-    for f in files:
-        if f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
+    return input_key()
 
 
 def _quantile(values: list[float], q: float) -> float:

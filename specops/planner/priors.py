@@ -497,5 +497,8 @@ def calibrate(rows: list[PublishedRow], *, exclude_source: str | None = None) ->
 
 
 def default_priors() -> Priors:
-    """Priors calibrated on every published row shipped in playbooks/data."""
-    return calibrate(load_published())
+    """Priors calibrated on every published row shipped in playbooks/data (computed once per set of
+    inputs, see :mod:`specops.planner.diskcache`)."""
+    from specops.planner.diskcache import cached
+
+    return cached("priors", lambda: calibrate(load_published()))

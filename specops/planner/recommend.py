@@ -8,6 +8,7 @@ performance model ranks what is left.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from specops.capabilities import (
     CapabilityTable,
@@ -256,10 +257,34 @@ def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
     return DraftSpec(ref.method, ref.id, params, ref.generation)
 
 
+def shipped_table() -> CapabilityTable:
+    """The shipped capability table (:func:`specops.capabilities.default_table`), parsed once per set of
+    inputs and read back from :mod:`specops.planner.diskcache` (the CSV's validation is most of its cost)."""
+    from specops.playbooks import playbooks_dir
+
+    return _shipped_table(str(playbooks_dir()))
+
+
+@lru_cache(maxsize=4)
+def _shipped_table(_playbooks: str) -> CapabilityTable:
+    from specops.planner.diskcache import cached
+
+    return cached("capabilities", default_table)
+
+
+def _draft_served(ref: DraftRef, vllm_version: str) -> bool:
+    """False when the catalog says the draft needs a newer vLLM than the one rendered for."""
+    return not ref.min_vllm or parse_version(vllm_version) >= parse_version(ref.min_vllm)
+
+
 def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
     req, found, missing = ctx.request, [], []
     if req.draft:
         ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
+        if not _draft_served(ref, req.vllm_version):
+            raise CapabilityError(f"--draft {ref.id} needs vLLM >= {ref.min_vllm} (the catalog, from its model card); "
+                                  f"--vllm-version is {req.vllm_version}",
+                                  f"use --vllm-version {ref.min_vllm} or later, or another draft")
         if req.method and req.method != ref.method and not (req.method == "dflash" and ref.method == "draft_model"):
             raise InputError(f'--draft {req.draft} is a {ref.method} draft but --method is {req.method}',
                              f"use --method {ref.method} or another draft")
@@ -277,6 +302,9 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
                 found.append(f"{m}: {draft} (measured, {ctx.measured.label})")
     for ref in ctx.model.drafts:
         if ref.method not in ctx.drafts:
+            if not _draft_served(ref, req.vllm_version):
+                found.append(f"{ref.method}: {ref.id} skipped (needs vLLM >= {ref.min_vllm})")
+                continue
             ctx.drafts[ref.method] = _spec_from_ref(ctx, ref)
             found.append(f"{ref.method}: {ref.id}")
     if ctx.model.mtp_layers:
@@ -663,7 +691,7 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
 
     def once(req: RecommendRequest):
         model, gpu, setup = resolve(req, catalogs, profile)
-        ctx = Context(req, model, gpu, setup, priors, capabilities or default_table(), catalogs, measured=measured,
+        ctx = Context(req, model, gpu, setup, priors, capabilities or shipped_table(), catalogs, measured=measured,
                       residuals=residuals)
         steps = run_tree(ctx, tree or load_tree())
         if calibration is None:  # the profile that predicted is named on the cost model's step

@@ -37,6 +37,7 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
         num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=kv,
         tensor_parallel_size=req.gpus, max_model_len=req.context_len + req.output_len,
         quantization=quant, architecture=model.kind(),
+        parallel_drafting=True if req.parallel_drafting and method == "eagle3" else None,
     )
 
 
@@ -88,6 +89,9 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
     if req.quantization and req.quantization not in ONLINE_QUANT:
         ctx.warn(f"--quantization {req.quantization}: the launch serves {ctx.model.id}, a pre-quantized checkpoint "
                  "(vLLM reads its quantization_config; no --quantization flag is rendered)")
+    if req.parallel_drafting and e.method == "eagle3":
+        ctx.warn("--parallel-drafting (P-EAGLE) is not modelled: the prediction is for sequential EAGLE-3 drafting "
+                 "with this head; P-EAGLE heads are trained for parallel drafting (speculators type peagle) and an EAGLE-3 head may accept less: measure it")
     if e.method == "suffix":
         ctx.warn("suffix decoding needs `pip install arctic-inference==0.1.1` in the engine's environment")
 
@@ -174,7 +178,8 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
         draft=ModelRef(model=plan.draft) if plan.draft else None,
         speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
                                      num_speculative_tokens_per_batch_size=sched,
-                                     draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype")),
+                                     draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype"),
+                                     parallel_drafting=(plan.vllm.speculative_config or {}).get("parallel_drafting")),
         engine=EngineBlock(vllm_version=plan.vllm.version, kv_cache_dtype=plan.kv_cache_dtype,
                            tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
                            quantization=_flag(plan.vllm.argv, "--quantization"),

@@ -154,4 +154,13 @@ def _load(path: str) -> DecisionTree:
 def load_tree(path: str | Path | None = None) -> DecisionTree:
     from specops.playbooks import playbook_path
 
-    return _load(str(path or playbook_path("decision-tree.yaml")))
+    if path is None:  # the shipped tree: parsed once per set of inputs (the careful reader is slow)
+        return _shipped(str(playbook_path("decision-tree.yaml")))
+    return _load(str(path))
+
+
+@lru_cache(maxsize=4)
+def _shipped(path: str) -> DecisionTree:
+    from specops.planner.diskcache import cached
+
+    return cached("tree", lambda: _load.__wrapped__(path))

@@ -49,6 +49,8 @@ class DraftRef(_Strict):
     generation: Literal["1", "2", "3", "3.1"] | None = Field(None, description="EAGLE generation.")
     params_b: float | None = Field(None, gt=0, description="Draft size (billions); heads default to one layer + LM head.")
     source: str = Field("", description="Where the draft is published.")
+    min_vllm: str | None = Field(None, description="Oldest vLLM release that serves this draft (its card says so); "
+                                 "older releases skip it.")
 
 
 class QuantizedCheckpoint(_Strict):
@@ -178,6 +180,9 @@ class RecommendRequest(_Strict):
     method: Method | None = Field(None, description="Pin a method (what-if).")
     num_speculative_tokens: int | None = Field(None, ge=1, le=16, description="Pin γ (1-16).")
     draft: str | None = Field(None, description="Pin a draft (hub id or folder).")
+    parallel_drafting: bool = Field(False, description="P-EAGLE: eagle3 drafting all γ positions in one pass "
+                                    "(speculative_config parallel_drafting: true, vLLM >= 0.16.0); not modelled: "
+                                    "the prediction is sequential EAGLE-3's.")
     allow_uncertain: bool = Field(False, description="Speculate even when the lower end of the predicted "
                                   "speedup's range is below 1 (default: no speculation then).")
     engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(

@@ -91,6 +91,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r'"num_speculative_tokens_per_batch_size":\s*\[\s*\[\s*1,', None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 256 --batch-size 64 --allow-uncertain   # no "
     "schedule: its cost outweighs it": (0, r"no schedule", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --parallel-drafting -o json":
+        (0, r'"parallel_drafting": true', None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }

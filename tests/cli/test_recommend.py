@@ -85,3 +85,16 @@ def test_recommend_help_lists_every_contract_flag(cli):
                  "--output-len", "--temperature", "--batch-size", "--vllm-version", "--objective", "--method",
                  "--num-speculative-tokens", "--draft", "--output"):
         assert flag in r.stdout, flag
+
+
+def test_unmodelled_methods_refused_and_p_eagle_rendered(cli):
+    for method in ("dspark", "step5_mtp"):
+        r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--method", method)
+        assert r.returncode == 2 and "served by vLLM but not modelled" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "To fix:" in r.stderr
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--parallel-drafting", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["vllm"]["speculative_config"]["parallel_drafting"] is True and data["method"] == "eagle3"
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--parallel-drafting", "-o", "deployment")
+    assert r.returncode == 0 and "parallel_drafting: true" in r.stdout and "# warning: --parallel-drafting" in r.stdout
