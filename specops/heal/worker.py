@@ -12,33 +12,17 @@ internal).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specops.errors import SpecopsError
     from specops.heal import heal
-    from specops.registry import open_registry
+    from specops.retrain.worker import run_job
 
-    p = argparse.ArgumentParser(prog="python -m specops.heal.worker", description=__doc__.splitlines()[0])
-    p.add_argument("--deployment", required=True, help="Deployment to heal.")
-    p.add_argument("--reason", default=None, help="Why (recorded in the event log).")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", default=None, help="JSONL prompts file.")
-    src.add_argument("--from-traffic", action="store_true", help="The deployment's recorded prompts.")
-    p.add_argument("--dry-run", action="store_true", help="Print the plan, change nothing.")
-    p.add_argument("--db", default=None, help="Registry URL or SQLite path (default: SPECOPS_DB / SPECOPS_HOME).")
-    args = p.parse_args(argv)
-    try:
-        with open_registry(args.db) as reg:
-            outcome = heal(args.deployment, data=args.data, from_traffic=args.from_traffic, registry=reg,
-                           reason=args.reason, dry_run=args.dry_run)
-    except SpecopsError as exc:
-        print(f"error: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    print(outcome.model_dump_json(indent=2))
-    return 0
+    return run_job(argv, prog="python -m specops.heal.worker", description=__doc__.splitlines()[0],
+                   deployment_help="Deployment to heal.", dry_run=True,
+                   call=lambda a, reg: heal(a.deployment, data=a.data, from_traffic=a.from_traffic, registry=reg,
+                                            reason=a.reason, dry_run=a.dry_run))
 
 
 if __name__ == "__main__":  # pragma: no cover

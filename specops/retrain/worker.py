@@ -12,28 +12,41 @@ import argparse
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_job(argv: list[str] | None, *, prog: str, description: str, deployment_help: str, call,
+            dry_run: bool = False) -> int:
+    """The worker's shell, shared with specops.heal.worker: ``--deployment``, ``--reason``, ``--data`` or
+    ``--from-traffic``, ``--db`` (and ``--dry-run`` when ``dry_run``); ``call(args, registry)`` runs the
+    library; its outcome is printed as JSON, a SpecopsError as one line with its exit code."""
     from specops.errors import SpecopsError
     from specops.registry import open_registry
-    from specops.retrain.driver import retrain
 
-    p = argparse.ArgumentParser(prog="python -m specops.retrain.worker", description=__doc__.splitlines()[0])
-    p.add_argument("--deployment", required=True, help="Deployment whose draft to retrain.")
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--deployment", required=True, help=deployment_help)
     p.add_argument("--reason", default=None, help="Why (recorded in the event log).")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", default=None, help="JSONL prompts file.")
     src.add_argument("--from-traffic", action="store_true", help="The deployment's recorded prompts.")
+    if dry_run:
+        p.add_argument("--dry-run", action="store_true", help="Print the plan, change nothing.")
     p.add_argument("--db", default=None, help="Registry URL or SQLite path (default: SPECOPS_DB / SPECOPS_HOME).")
     args = p.parse_args(argv)
     try:
         with open_registry(args.db) as reg:
-            outcome = retrain(args.deployment, data=args.data, from_traffic=args.from_traffic, registry=reg,
-                              reason=args.reason)
+            outcome = call(args, reg)
     except SpecopsError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     print(outcome.model_dump_json(indent=2))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specops.retrain.driver import retrain
+
+    return run_job(argv, prog="python -m specops.retrain.worker", description=__doc__.splitlines()[0],
+                   deployment_help="Deployment whose draft to retrain.",
+                   call=lambda a, reg: retrain(a.deployment, data=a.data, from_traffic=a.from_traffic, registry=reg,
+                                               reason=a.reason))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,6 +25,16 @@ def test_an_adopted_deployment_with_an_unregistered_draft_is_skipped_as_a_prior_
     code, _, err = run_main("deployment", "register", "prod", "--endpoint", "http://127.0.0.1:9",
                             "--draft", EAGLE, "--method", "eagle3", "--no-check")
     assert code == 0, err
+    # a measured window, so that recommend reads the registry for priors (it skips an empty one)
+    from datetime import datetime, timedelta, timezone
+
+    from specops.registry import open_registry
+
+    now = datetime.now(timezone.utc)
+    with open_registry() as reg:
+        reg.record_measurement("prod", window_start=now - timedelta(minutes=5), window_end=now, acceptance_rate=0.5,
+                               mean_acceptance_length=2.5, per_position=[0.7, 0.5, 0.3], num_drafts=100,
+                               num_draft_tokens=300, num_accepted_tokens=150)
     code, out, err = run_main("recommend", "--model", LLAMA, "--gpu", "H100", "-o", "json")
     assert code == 0, err
     plan = json.loads(out)

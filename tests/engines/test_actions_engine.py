@@ -34,32 +34,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
+from specops.engines.local import free_port
 from specops.registry import open_registry
+from tests.helpers.cli import CODE_PROMPTS, ok
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
-PROMPTS = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main():\n",
-           "    for key, value in sorted(mapping.items()):\n        if key", "def read_config(path):\n    with open(path) as f:\n"]
+PROMPTS = CODE_PROMPTS
 NAME = "act"
 FROM = int(os.environ.get("SPECOPS_TEST_ACTIONS_FROM", "1"))  # run step 1, then steps FROM..7 (module docstring)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ok(r):
-    if r.returncode != 0:
-        pytest.fail(f"exit {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}", pytrace=False)
-    return r
 
 
 def _traffic(endpoint: str) -> None:
@@ -145,7 +135,7 @@ def test_monitor_actions_restart_and_heal_handover_on_one_engine(cli, tmp_path, 
         reg.register_draft(str(tiny_models["draft-v1"]), target="tiny@1", name="tiny-draft", version="1",
                            method="draft_model")
     first_draft = bad if FROM <= 2 else tiny_models["draft-v1"]
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     spec = tmp_path / "act.yaml"
     spec.write_text(f"name: {NAME}\ntarget: {{model: {tiny_models['target-v1']}, ref: tiny@1}}\n"
@@ -156,7 +146,7 @@ def test_monitor_actions_restart_and_heal_handover_on_one_engine(cli, tmp_path, 
     heldout = PROMPTS
     try:
         # 1. deploy (engine start 1)
-        _ok(cli("deploy", str(spec), "--no-check", timeout=1200))
+        ok(cli("deploy", str(spec), "--no-check", timeout=1200))
         first = _row()
         first_argv = _argv(first.pid)
         assert _spec_config(first_argv)["model"] == str(first_draft)
@@ -177,7 +167,7 @@ def _steps_2_to_4(cli, tiny_models, first, first_argv, endpoint, heldout):
     from specops.heal.promote import promote_local, rollback_local
 
     # 2. `specops restart` (start 2): a new process, the same launch
-    r = _ok(cli("restart", NAME, timeout=1200))
+    r = ok(cli("restart", NAME, timeout=1200))
     print(r.stdout)
     row = _row()
     assert row.pid != first.pid and row.endpoint == endpoint

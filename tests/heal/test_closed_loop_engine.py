@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -17,27 +16,18 @@ import httpx
 import pytest
 
 from specops.engines import local
+from specops.engines.local import free_port
 from specops.registry import open_registry
 from specops.retrain.prompts import write_prompts
+from tests.helpers.cli import CODE_PROMPTS, ok
 from tests.retrain.minimodels import prose_prompts
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
 PARAMS = {"steps": 150, "threads": 1, "max_new_tokens": 48, "batch_size": 16, "lr": 2e-3}
-CODE = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main():\n",
-        "    for key, value in sorted(mapping.items()):\n        if key", "def read_config(path):\n    with open(path) as f:\n"]
+CODE = CODE_PROMPTS
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ok(r):
-    if r.returncode != 0:
-        pytest.fail(f"exit {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}", pytrace=False)
-    return r
 
 
 def _traffic(endpoint: str, prompts: list[str]) -> None:
@@ -57,7 +47,7 @@ def _swap(src: Path, dst: Path) -> None:
 
 def _monitor(cli, t0: float, *extra: str):
     window = str(math.ceil(time.time() - t0 + 2))
-    return _ok(cli("monitor", "--once", "--interval", window, "--dry-run", "--deployment", "loop", *extra,
+    return ok(cli("monitor", "--once", "--interval", window, "--dry-run", "--deployment", "loop", *extra,
                    timeout=300))
 
 
@@ -74,7 +64,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
         reg.register_target(str(models / "target-v2"), name="tiny", version="2")
         reg.register_draft(str(models / "draft-v1"), target="tiny@1", name="tiny-draft", version="1",
                            method="draft_model")
-    port = _free_port()
+    port = free_port()
     spec = tmp_path / "loop.yaml"
     spec.write_text(f"name: loop\ntarget: {{model: {served}, ref: tiny@1}}\n"
                     f"draft: {{model: {models / 'draft-v1'}, ref: tiny-draft@1}}\n"
@@ -88,7 +78,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
     timings = {}
     try:
         t = time.monotonic()
-        _ok(cli("deploy", str(spec), "--no-check", timeout=1200))  # engine start 1
+        ok(cli("deploy", str(spec), "--no-check", timeout=1200))  # engine start 1
         timings["deploy v1"] = time.monotonic() - t
         t0 = time.time()
         for i in range(2):  # two healthy windows, then the baseline from them
@@ -97,21 +87,21 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
             t0 = time.time()
         assert "loop: baseline recorded" in r.stdout, r.stdout
 
-        _ok(cli("stop", "loop", timeout=300))
+        ok(cli("stop", "loop", timeout=300))
         _swap(models / "target-v2", served)  # the fine-tuned target pushed under the same path
         t = time.monotonic()
-        _ok(cli("deploy", str(spec), "--no-check", "--force", "--reason", "target pushed without its draft",
+        ok(cli("deploy", str(spec), "--no-check", "--force", "--reason", "target pushed without its draft",
                 timeout=1200))  # engine start 2
         timings["restart with v2"] = time.monotonic() - t
         t0 = time.time()
         _traffic(endpoint, traffic)
         r = _monitor(cli, t0)
         assert "CHANGED_MODEL: loop: the live target" in r.stdout, r.stdout
-        r = _ok(cli("runbook", "run", "acceptance-drop", "--deployment", "loop", timeout=300))
+        r = ok(cli("runbook", "run", "acceptance-drop", "--deployment", "loop", timeout=300))
         assert "now holds tiny@2" in r.stdout and "tiny-draft@1 was trained against tiny@1" in r.stdout, r.stdout
 
         t = time.monotonic()
-        r = _ok(cli("heal", "--deployment", "loop", "--data", str(data), "--params", json.dumps(PARAMS),
+        r = ok(cli("heal", "--deployment", "loop", "--data", str(data), "--params", json.dumps(PARAMS),
                     "--min-gain", "0.15", "--handover", "adopt", "--output", "json", timeout=1800))  # start 3
         timings["heal"] = time.monotonic() - t
         out = json.loads(r.stdout)
@@ -142,12 +132,12 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
             assert [j.status for j in reg.retrain_jobs(limit=10) if j.status == "running"] == []
         # the promoted engine serves the new draft, and its own counters show the recovery
         _traffic(row.endpoint, traffic[:3])
-        tree = json.loads(_ok(cli("lineage", "tree", "--output", "json")).stdout)
+        tree = json.loads(ok(cli("lineage", "tree", "--output", "json")).stdout)
         by_ref = {t["ref"]: t for t in tree}
         assert [d["ref"] for d in by_ref["tiny@1"]["drafts"]] == ["tiny-draft@1"]
         v2 = {d["ref"]: d for d in by_ref["tiny@2"]["drafts"]}
         assert {"name": "loop", "status": "running"} in v2[new]["deployments"]
-        print(_ok(cli("lineage", "tree")).stdout)
+        print(ok(cli("lineage", "tree")).stdout)
         print(f"CI closed loop: {time.monotonic() - t_begin:.0f}s in all")
     finally:
         cli("stop", "loop", timeout=300)
