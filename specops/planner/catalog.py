@@ -12,7 +12,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specops.errors import InputError, NotFoundError, unknown
 from specops.models import Strict
@@ -151,30 +151,12 @@ def quantized(spec: ModelSpec, quantization: str, *, known: bool) -> ModelSpec:
                      "16-bit weights on the fly)")
 
 
-def _read_file(path: Path, model: type[BaseModel]):
-    """The shipped catalogs through libyaml (fast); on any error, the line-numbered reader says where."""
-    import yaml
+def _read_file(path: Path, model):
+    """A catalog through the careful reader (anchors, duplicate keys, non-finite numbers refused, with
+    their line). The shipped catalogs are parsed once per set of inputs (``_shipped``'s disk cache)."""
+    from specops.yamlfile import load_model
 
-    try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
-        if not _all_finite(data):
-            raise ValueError("a non-finite number")  # the careful reader names its line
-        return model.model_validate(data)
-    except Exception:  # noqa: BLE001 - the careful reader below reports it with its line
-        from specops.yamlfile import load_model
-
-        return load_model(path, model)
-
-
-def _all_finite(node) -> bool:
-    if isinstance(node, float):
-        return math.isfinite(node)
-    if isinstance(node, dict):
-        return all(_all_finite(v) for v in node.values())
-    if isinstance(node, list):
-        return all(_all_finite(v) for v in node)
-    return True
+    return load_model(path, model)
 
 
 @lru_cache(maxsize=4)

@@ -21,7 +21,7 @@ _Strict = Strict
 class EngineConfig(_Strict):
     """What needs an engine restart to change: method, γ, draft."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     method: TuneMethod = Field(description="Speculative method; none is the baseline.")
     gamma: int = Field(0, ge=0, le=16, description="γ: drafted tokens per step (0 for none).")
