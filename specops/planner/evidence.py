@@ -153,7 +153,7 @@ BEST_GAMMA_RANGE = range(1, 8)
 """γ tried for rows that do not state it (recommend's own range at temperature ≤ 1)."""
 
 
-def _best_gamma_row(row: PublishedRow, priors, cat: Catalogs, profiles):
+def predict_at_best_gamma(row: PublishedRow, priors, cat: Catalogs, profiles):
     from dataclasses import replace
 
     from specops.planner.perfmodel import best_gamma
@@ -193,7 +193,7 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         if row.source not in by_source:  # once per source (setdefault would calibrate for every row)
             by_source[row.source] = calibrate(rows, exclude_source=row.source)
         priors = by_source[row.source]
-        e, setup = predict_row(row, priors, cat, profiles) if row.gamma else _best_gamma_row(row, priors, cat, profiles)
+        e, setup = predict_row(row, priors, cat, profiles) if row.gamma else predict_at_best_gamma(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),
                             setup.model.is_moe or looks_moe(row.target), e.tau, setup.model.kind()))
     return out
