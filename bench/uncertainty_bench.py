@@ -190,7 +190,11 @@ def today(cands: list[Held]) -> Held | None:
 
 def new_rule(min_p: float):
     def rule(cands: list[Held]) -> Held | None:
-        chosen, _ = pick([Judged(h, h.speedup, h.u) for h in cands], min_p_gain=min_p)
+        per_method: dict[str, Held] = {}  # recommend's candidates: each method at its best point
+        for h in cands:
+            if h.row.method not in per_method or h.speedup > per_method[h.row.method].speedup:
+                per_method[h.row.method] = h
+        chosen, _ = pick([Judged(h, h.speedup, h.u) for h in per_method.values()], min_p_gain=min_p)
         return chosen.candidate if chosen else None
     return rule
 

@@ -53,8 +53,8 @@ def recommend_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
                                "YAML for `specops deploy`)."),
     name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
-    allow_uncertain: bool = typer.Option(False, "--allow-uncertain", help="Speculate on the best expected "
-                                         "speedup whatever its chance of a gain (the same as --min-p-gain 0)."),
+    allow_uncertain: bool = typer.Option(False, "--allow-uncertain", help="Keep the cost model's pick "
+                                         "(the best predicted speedup) whatever its chance of a gain, with a warning."),
     min_p_gain: float = typer.Option(None, "--min-p-gain", help="Risk level, 0-1: choose only candidates whose "
                                      "chance of a speedup above 1 is at least this (default 0.8; see "
                                      "docs/recommend.md)."),

@@ -596,28 +596,32 @@ def _judged_line(e: Evaluation, ev) -> str:
 
 
 def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
-    """The pick that weighs a slowdown against a missed gain (specops.planner.uncertainty.pick): the best
-    expected speedup among candidates with P(gain) ≥ the risk level (--min-p-gain; --allow-uncertain: 0)
-    and an expected speedup above 1, falling through the better-by-point candidates it refuses; no
-    speculation when none qualifies. A pinned --method is kept, with a warning when it misses the bar."""
+    """The pick that weighs a slowdown against a missed gain (specops.planner.uncertainty.pick): each
+    method's candidate is the cost model's (its best γ and KV dtype by the point prediction); the pick is
+    the best expected speedup among them with P(gain) ≥ the risk level (--min-p-gain) and an expected
+    speedup above 1, falling through the better-by-point ones it refuses; no speculation when none
+    qualifies. A pinned --method, or the cost model's pick with --allow-uncertain, is kept, with a
+    warning when it misses the bar."""
     from specops.planner import uncertainty as unc
 
     req, chosen = ctx.request, ctx.chosen
     assert chosen is not None
-    min_p = 0.0 if req.allow_uncertain else (req.min_p_gain if req.min_p_gain is not None else unc.DEFAULT_MIN_P_GAIN)
+    min_p = req.min_p_gain if req.min_p_gain is not None else unc.DEFAULT_MIN_P_GAIN
     rule_text = unc.rule_text(min_p)
-    if req.method:
+    if req.method or (req.allow_uncertain and chosen.method != "none"):
+        why = "--method pins it" if req.method else "--allow-uncertain keeps the cost model's pick"
         ev = ctx.evidence = evidence_for(ctx, chosen)
         if ev is None:
-            why = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
-            return DecisionStep(rule=rule.id, input=chosen.method, outcome=why)
+            what = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
+            return DecisionStep(rule=rule.id, input=chosen.method, outcome=what)
         if not unc.eligible(unc.Judged(chosen, chosen.speedup, ev), min_p):
             ctx.warn(f"{chosen.method} may be slower than no speculation: P(gain) {ev.p_gain:.2f} (below {min_p:.2f}), "
-                     f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because --method pins it")
-        return DecisionStep(rule=rule.id, input=_judged_line(chosen, ev), outcome=f"keep {chosen.method} (--method "
-                            f"pins it; the rule would be: {rule_text}): {ev.line()}")
+                     f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because {why}")
+        return DecisionStep(rule=rule.id, input=_judged_line(chosen, ev), outcome=f"keep {chosen.method} ({why}; "
+                            f"the rule would be: {rule_text}): {ev.line()}")
     rows = [e for e in ctx.table_rows if e.method != "none"]
-    feasible = [e for e in rows if _meets(ctx, e)] or rows
+    rows = [e for e in rows if _meets(ctx, e)] or rows
+    feasible = [_choose(ctx, [e for e in rows if e.method == m]) for m in dict.fromkeys(e.method for e in rows)]
     judged = {id(e): unc.Judged(e, e.speedup, evidence_for(ctx, e)) for e in feasible}
     ok = [e for e in feasible if unc.eligible(judged[id(e)], min_p)]
     picked = ctx.picked or chosen
@@ -646,9 +650,10 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
             f"{best.method} γ={best.gamma} (measured)")
     over = ""
     if best is not picked:
-        pj = judged.get(id(picked))
-        why = ("expects less" + (f": {pj.expected:.2f}x" if pj and pj.u else "")) if picked in ok else \
-            (f"does not qualify: P(gain) {pj.p_gain:.2f}" if pj and pj.u else "does not qualify")
+        rep = next((e for e in feasible if e.method == picked.method), None)  # its method's candidate
+        pj = judged[id(rep)] if rep is not None else None
+        why = "is not a candidate here" if pj is None else \
+            f"expects less: {pj.expected:.2f}x" if rep in ok else f"does not qualify: P(gain) {pj.p_gain:.2f}"
         over = f" over the best by point, {picked.method} γ={picked.gamma} {picked.speedup:.2f}x, which {why}"
     return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {head}{over}{refusal}" + (f"; {ev.line()}" if ev else ""))
 

@@ -183,8 +183,8 @@ class RecommendRequest(_Strict):
     parallel_drafting: bool = Field(False, description="P-EAGLE: eagle3 drafting all γ positions in one pass "
                                     "(speculative_config parallel_drafting: true, vLLM >= 0.16.0); not modelled: "
                                     "the prediction is sequential EAGLE-3's.")
-    allow_uncertain: bool = Field(False, description="Speculate on the best expected speedup whatever its "
-                                  "chance of a gain (the same as min_p_gain 0).")
+    allow_uncertain: bool = Field(False, description="Keep the cost model's pick (the best point prediction) "
+                                  "whatever its chance of a gain, with a warning when it misses the risk level.")
     min_p_gain: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Risk level: a candidate "
                                      "is chosen only if P(speedup > 1) is at least this (default "
                                      "specops.planner.uncertainty.DEFAULT_MIN_P_GAIN).")

@@ -13,7 +13,8 @@ harness), method family (trained head / separate draft model / prompt lookup), t
 (dense / MoE / hybrid) and batch range (1-2, 3-16, 17+). Its residual distribution is a mixture built
 from the coarsest level down (all rows → engine class → + method family → + architecture → + batch
 range): at each level the stratum's own rows take the share n/(n + POOL_SOURCES) of the weight, n
-being the *sources* it holds, and the parent keeps the rest. A thin stratum is mostly its parent's
+being the *sources* it holds, and the parent keeps the rest (a level holding the same rows as its
+parent adds nothing). A thin stratum is mostly its parent's
 distribution; a stratum with many sources is mostly its own.
 
 **The range** is split-conformal on that distribution: [S·e^q(0.1), S·e^q(0.9)] of the weighted
@@ -282,6 +283,9 @@ class Calibration:
             mine = [i for i in range(len(self.points)) if self.points[i].stratum.key(d) == key]
             if not mine:
                 break
+            if mine == members:  # the same rows as the level above: no new evidence to pool again
+                depth = d
+                continue
             n_src = len({self.points[i].source for i in mine})
             share = n_src / (n_src + self.pool)
             own = self._level(mine)
