@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
@@ -30,7 +29,6 @@ from specops.planner.perfmodel import (
 )
 from specops.planner.priors import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 
-CLASS_GPU = {"hopper+": "H100", "a100": "A100-80GB", "consumer": "RTX4090", "other": "TPU-v4"}
 SERVING_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 
 # Published target names -> catalog entries (None: estimated from params_b); first match wins.
@@ -197,16 +195,6 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),
                             setup.model.is_moe or looks_moe(row.target), e.tau, setup.model.kind()))
     return out
-
-
-@lru_cache(maxsize=1)
-def default_residuals() -> tuple[Residual, ...]:
-    """Residuals on the shipped rows: computed once per installation and kept in
-    ``$SPECOPS_HOME/cache/residuals-<key>.pickle``, the key hashing every input (the playbooks and the
-    planner's code), so a changed row, catalog entry or formula recomputes them."""
-    from specops.planner.diskcache import cached
-
-    return tuple(cached("residuals", lambda: tuple(cross_validate())))
 
 
 @dataclass(frozen=True)

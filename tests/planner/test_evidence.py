@@ -9,7 +9,7 @@ import math
 import pytest
 
 from specops.planner import RecommendRequest, recommend
-from specops.planner.evidence import batch_range, cross_validate, default_residuals
+from specops.planner.evidence import batch_range, cross_validate
 from specops.planner.priors import load_published
 
 
@@ -36,5 +36,7 @@ def test_a_well_published_case_speculates_with_its_range_and_sources():
     assert all(a.speedup_low is None or a.speedup_low <= a.speedup_high for a in plan.alternatives)
 
 
-def test_shipped_residuals_are_computed_once():
-    assert default_residuals() is default_residuals()
+def test_the_shipped_calibration_is_computed_once():
+    from specops.planner.uncertainty import default_calibration
+
+    assert default_calibration() is default_calibration()
