@@ -629,6 +629,9 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         best = _choose(ctx, ok, score=lambda e: _score(ctx, e) * judged[id(e)].expected / e.speedup)
     else:
         best = next(e for e in ctx.table_rows if e.method == "none")
+    if best.method == picked.method and best is not picked and \
+            unc.eligible(unc.Judged(picked, picked.speedup, evidence_for(ctx, picked)), min_p):
+        best = picked  # the same method: the cost model's γ (and its schedule) stand
     refused = sorted({e.method: e for e in sorted(feasible, key=lambda e: e.speedup)
                       if e not in ok and e.speedup > best.speedup and e.method != best.method}.values(),
                      key=lambda e: -e.speedup)
@@ -645,9 +648,6 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         if ctx.constraints.schedule and ctx.schedule_supported and not req.num_speculative_tokens:
             _build_schedule(ctx)
     ev = ctx.evidence = evidence_for(ctx, ctx.chosen)
-    ju = judged[id(best)]
-    head = (f"{best.method} γ={best.gamma}: expected {ju.expected:.2f}x, P(gain) {ju.p_gain:.2f}" if ju.u else
-            f"{best.method} γ={best.gamma} (measured)")
     over = ""
     if best is not picked:
         rep = next((e for e in feasible if e.method == picked.method), None)  # its method's candidate
@@ -655,7 +655,8 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         why = "is not a candidate here" if pj is None else \
             f"expects less: {pj.expected:.2f}x" if rep in ok else f"does not qualify: P(gain) {pj.p_gain:.2f}"
         over = f" over the best by point, {picked.method} γ={picked.gamma} {picked.speedup:.2f}x, which {why}"
-    return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {head}{over}{refusal}" + (f"; {ev.line()}" if ev else ""))
+    what = f"keep {ctx.chosen.method} γ={ctx.chosen.gamma}" + ("" if ev else " (measured)")
+    return DecisionStep(rule=rule.id, input=inp, outcome=f"{what}{over}{refusal}" + (f"; {ev.line()}" if ev else ""))
 
 
 CHECKS = {"vllm_capabilities": check_vllm_capabilities, "drafts": check_drafts, "kv_cache": check_kv_cache,
