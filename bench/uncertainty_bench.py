@@ -250,6 +250,7 @@ CASES = (
     ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 1, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
     ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 8, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
     ("openai/gpt-oss-120b", "B200", 1, ("gpt-oss-120b",)),
+    ("openai/gpt-oss-120b", "B200", 8, ("gpt-oss-120b",)),
     ("openai/gpt-oss-120b", "H100", 1, ("gpt-oss-120b",)),
 )
 
@@ -270,6 +271,12 @@ def cases_section() -> None:
                                                       f"P(gain) {p.p_gain:.2f}, expected {p.expected_speedup:.2f}x")
         print(f"{model} on {gpu}, batch {batch} ({len(out)} sources held out): {what}")
         print(f"   {plan.decision_path[-1].outcome[:600]}")
+        same = [r for r in rows if r.source in out and r.batch == batch and r.speedup
+                and any(k in r.target.lower() for k in keys)]
+        for r in same[:4]:
+            print(f"   published: {r.method} {r.speedup:.2f}x at batch {r.batch} on {r.hardware[:40]} ({r.source[:50]})")
+        if len(same) > 4:
+            print(f"   ... and {len(same) - 4} more published rows of this target at this batch")
 
 
 def main() -> None:
