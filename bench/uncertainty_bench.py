@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from specops.planner.evidence import (  # noqa: E402
     cross_validate,
+    fit_priors,
     gpu_class,
     looks_moe,
     predict_at_best_gamma,
@@ -36,7 +37,6 @@ from specops.planner.evidence import (  # noqa: E402
     predictable,
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
-from specops.planner.priors import calibrate  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
@@ -81,7 +81,7 @@ class Held:
 def _fit(train):
     from specops.planner.catalog import load_catalogs
 
-    return Fold(calibrate(train), Calibration(points_from(res := cross_validate(train, unstated_gamma=True))), res,
+    return Fold(fit_priors(train), Calibration(points_from(res := cross_validate(train, unstated_gamma=True))), res,
                 load_catalogs())
 
 
@@ -264,7 +264,7 @@ def cases_section() -> None:
         out = {r.source for r in rows if any(k in r.target.lower() for k in keys)}
         train = [r for r in rows if r.source not in out]
         cal = Calibration(points_from(cross_validate(train, unstated_gamma=True)))
-        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=calibrate(train),
+        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train),
                          residuals=cal)
         p = plan.predicted
         what = "none" if plan.method == "none" else (f"{plan.method} γ={plan.num_speculative_tokens} {p.speedup:.2f}x, "

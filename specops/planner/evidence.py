@@ -177,6 +177,13 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
     return e, setup
 
 
+def fit_priors(rows: list[PublishedRow], *, exclude_source: str | None = None):
+    """The acceptance priors a held-out prediction uses, fitted without ``exclude_source``: the one place
+    every cross-validation here (and bench/uncertainty_bench.py's nested folds) fits them, so a new
+    acceptance model plugs in once and the residuals stay those of the shipped predictor."""
+    return calibrate(rows, exclude_source=exclude_source)
+
+
 def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None,
                    profiles=None, *, unstated_gamma: bool = False) -> list[Residual]:
     """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`;
@@ -189,7 +196,7 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         if not predictable(row, unstated_gamma=unstated_gamma):
             continue
         if row.source not in by_source:  # once per source (setdefault would calibrate for every row)
-            by_source[row.source] = calibrate(rows, exclude_source=row.source)
+            by_source[row.source] = fit_priors(rows, exclude_source=row.source)
         priors = by_source[row.source]
         e, setup = predict_row(row, priors, cat, profiles) if row.gamma else predict_at_best_gamma(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),

@@ -595,6 +595,13 @@ def _judged_line(e: Evaluation, ev) -> str:
             f"{ev.level:.0%} range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x")
 
 
+def _warn_far(ctx: Context, chosen: Evaluation, ev) -> None:
+    if ev is not None and not ev.near:
+        ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
+                 f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
+                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it")
+
+
 def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     """The pick that weighs a slowdown against a missed gain (specops.planner.uncertainty.pick): each
     method's candidate is the cost model's (its best γ and KV dtype by the point prediction); the pick is
@@ -611,6 +618,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     if req.method or (req.allow_uncertain and chosen.method != "none"):
         why = "--method pins it" if req.method else "--allow-uncertain keeps the cost model's pick"
         ev = ctx.evidence = evidence_for(ctx, chosen)
+        _warn_far(ctx, chosen, ev)
         if ev is None:
             what = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
             return DecisionStep(rule=rule.id, input=chosen.method, outcome=what)
@@ -648,6 +656,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         if ctx.constraints.schedule and ctx.schedule_supported and not req.num_speculative_tokens:
             _build_schedule(ctx)
     ev = ctx.evidence = evidence_for(ctx, ctx.chosen)
+    _warn_far(ctx, ctx.chosen, ev)
     over = ""
     if best is not picked:
         rep = next((e for e in feasible if e.method == picked.method), None)  # its method's candidate

@@ -160,3 +160,10 @@ def test_a_pinned_method_below_the_bar_is_kept_with_a_warning():
                                       method="eagle3", min_p_gain=0.99))
     assert plan.method == "eagle3" and any("may be slower than no speculation" in w for w in plan.warnings)
     assert plan.decision_path[-1].outcome.startswith("keep eagle3 (--method pins it")
+
+
+def test_a_prediction_with_no_published_row_near_it_says_it_extrapolates():
+    """No serving-engine row runs a separate draft model on a MoE target: the range leans on coarser strata."""
+    plan = recommend(RecommendRequest(model="Qwen/Qwen3-30B-A3B", gpu="H100", method="draft_model"))
+    assert plan.predicted.evidence_near is False and "range extrapolates" in plan.predicted.evidence
+    assert any(w.startswith("no published row is near draft_model") for w in plan.warnings)
