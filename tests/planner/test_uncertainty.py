@@ -142,7 +142,7 @@ def test_no_range_over_the_catalog_grid_leaves_its_physics(catalogs, priors):
     assert checked > 1000 and not bad, bad[:3]
 
 
-def test_the_plan_names_the_rule_and_falls_through_to_a_method_that_clears_it():
+def test_the_plan_carries_the_numbers_names_the_rule_and_a_strict_bar_refuses_every_candidate():
     plan = recommend(RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB", batch_size=1))
     step = plan.decision_path[-1]
     p = plan.predicted
@@ -167,3 +167,17 @@ def test_a_prediction_with_no_published_row_near_it_says_it_extrapolates():
     plan = recommend(RecommendRequest(model="Qwen/Qwen3-30B-A3B", gpu="H100", method="draft_model"))
     assert plan.predicted.evidence_near is False and "range extrapolates" in plan.predicted.evidence
     assert any(w.startswith("no published row is near draft_model") for w in plan.warnings)
+
+
+def test_recommend_falls_through_a_refused_method_to_the_next_and_names_both():
+    """A calibration (synthetic: every trained-head row published at e^-1 or e^+0.3 of its prediction, every
+    lookup and draft-model row exact) under which EAGLE-3's chance of a gain is below the bar: the plan is the
+    next method that clears it, and the path names the rule, the refused candidate and its numbers."""
+    pts = [Point(f"h{i}", -1.0 if i % 2 else 0.3, Stratum("serving", "head", "dense", "1-2")) for i in range(40)]
+    pts += [Point(f"l{i}", 0.0, Stratum("serving", fam, "dense", "1-2")) for i in range(40) for fam in ("lookup", "model")]
+    plan = recommend(RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB"),
+                     residuals=Calibration(pts, pool=1))
+    step = plan.decision_path[-1]
+    assert plan.method in ("ngram", "draft_model", "suffix") and plan.predicted.p_gain >= DEFAULT_MIN_P_GAIN
+    assert "over the best by point, eagle3" in step.outcome and "does not qualify: P(gain) 0." in step.outcome
+    assert "refused (below the bar): eagle3" in step.outcome
