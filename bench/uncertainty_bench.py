@@ -130,6 +130,10 @@ def coverage_section(held: list[Held]) -> None:
     print(f"   published above the predicted τ (no range bounded by τ can hold them: the acceptance model "
           f"underpredicts τ there): {len(held) - len(feasible)} rows; among the other {len(feasible)}: "
           f"after {_cov(feasible, new)}")
+    handed = [h for h in held if h.row.location.endswith("]")]  # heldout_2026-12.csv rows carry their [id]
+    if handed:
+        print(f"   the 2026-12 hand-over ({len(handed)} rows never used before): before {_cov(handed, old)}; "
+              f"after {_cov(handed, new)}")
     groups = {
         "stratum": lambda h: h.u.stratum,
         "engine class": lambda h: h.u.stratum.split("/")[0],
