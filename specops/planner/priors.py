@@ -23,6 +23,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from specops.planner.types import MeasuredAcceptance
@@ -62,6 +63,7 @@ TASK_CLASS = {"code": "code", "math": "math", "chat": "chat", "creative": "chat"
               "summarization": "summarization", "rag": "summarization", "agentic": "summarization"}
 
 
+@lru_cache(maxsize=8192)
 def solve_alpha(tau: float, gamma: int, decay: float) -> float | None:
     """α0 with τ(α0, d, γ) = τ (:func:`specops.speculation.bisect`); None when τ is out of range."""
     if gamma < 1 or not (1.0 < tau < gamma + 1):
@@ -103,6 +105,8 @@ class PublishedRow:
     notes: str
     context_len: int | None = None  # prompt tokens, where the row states them ("prefill 8000 tokens")
     draft_id: str | None = None     # the draft's hub id where the row names it ("EAGLE-3 (org/name)")
+    quantization: str | None = None  # --quantization of the setup, for rows stated as recommend arguments
+    catalog_target: bool = False    # target is a --model value (catalog id or hub id with params_b), not a paper's name
 
     @property
     def draft_ratio(self) -> float | None:

@@ -47,6 +47,15 @@ def _no_range(ctx: Context, e: Evaluation) -> str:
     return f"{ctx.measured.label}: measured on this hardware (no published range applies)"
 
 
+def _ranged(ev) -> dict:
+    """The range, its level and width, P(gain) and the expected speedup of an Uncertainty (all None without one)."""
+    if ev is None:
+        return dict(speedup_low=None, speedup_high=None, range_level=None, range_width=None, p_gain=None,
+                    expected_speedup=None)
+    return dict(speedup_low=ev.speedup_low, speedup_high=ev.speedup_high, range_level=ev.level,
+                range_width=_r(ev.width), p_gain=ev.p_gain, expected_speedup=ev.expected_speedup)
+
+
 def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
     best: dict[tuple[str, str], Evaluation] = {}
     score = (lambda e: e.throughput_tok_s) if ctx.request.objective == "throughput" else (lambda e: e.speedup)
@@ -64,8 +73,8 @@ def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
         ev = evidence_for(ctx, e)
         out.append(Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
                                draft=e.draft.id if e.draft else None, speedup=_r(e.speedup),
-                               speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
-                               tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1), fits=e.fits))
+                               **_ranged(ev), tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1),
+                               fits=e.fits))
     return out
 
 
@@ -134,8 +143,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
         acceptance_prior_source=e.prior_source,
         break_even_acceptance_rate=_r(be, 3) if (be := break_even_rate(e)) is not None and method != "none" else None,
-        speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
-        evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
+        **_ranged(ev), evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
     )
     memory = Memory(weights_gib=_r(mem.weights_gib), draft_gib=_r(mem.draft_gib), kv_cache_gib=_r(kv_gib),
                     total_gib=_r(mem.weights_gib + mem.draft_gib + kv_gib), available_gib=_r(mem.available_gib),

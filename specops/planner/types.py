@@ -183,8 +183,11 @@ class RecommendRequest(_Strict):
     parallel_drafting: bool = Field(False, description="P-EAGLE: eagle3 drafting all γ positions in one pass "
                                     "(speculative_config parallel_drafting: true, vLLM >= 0.16.0); not modelled: "
                                     "the prediction is sequential EAGLE-3's.")
-    allow_uncertain: bool = Field(False, description="Speculate even when the lower end of the predicted "
-                                  "speedup's range is below 1 (default: no speculation then).")
+    allow_uncertain: bool = Field(False, description="Keep the cost model's pick (the best point prediction) "
+                                  "whatever its chance of a gain, with a warning when it misses the risk level.")
+    min_p_gain: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Risk level: a candidate "
+                                     "is chosen only if P(speedup > 1) is at least this (default "
+                                     "specops.planner.uncertainty.DEFAULT_MIN_P_GAIN).")
     engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(
         "vllm", description="Engine whose step-time profile predicts (the rendered launch stays vLLM).")
     qps: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False,
@@ -220,9 +223,15 @@ class Predicted(_Strict):
     break_even_acceptance_rate: float | None = Field(
         None, description="vLLM's accepted/drafted below which this configuration is slower than no speculation "
         "(same step-time model; null without speculation).")
-    speedup_low: float | None = Field(None, description="Lower end of the speedup's range, from the cross-validated "
-                                      "residuals of similar published rows (null: no speculation, or a measured model).")
-    speedup_high: float | None = Field(None, description="Upper end of that range.")
+    speedup_low: float | None = Field(None, description="Lower end of the speedup's range (nominal range_level), "
+                                      "from out-of-source errors on published rows, never below the all-rejected "
+                                      "speedup (null: no speculation, or a measured model).")
+    speedup_high: float | None = Field(None, description="Upper end of that range, never above τ.")
+    range_level: float | None = Field(None, description="Nominal coverage of [speedup_low, speedup_high] (0.8).")
+    range_width: float | None = Field(None, description="speedup_high / speedup_low.")
+    p_gain: float | None = Field(None, description="P(speedup > 1) from the calibrated residual distribution.")
+    expected_speedup: float | None = Field(None, description="Mean speedup under that distribution (bounded by "
+                                           "the range's physics): what the pick ranks.")
     evidence: str = Field("", description="Where the speedup and its range come from, and how near the evidence is.")
     evidence_near: bool | None = Field(None, description="False: no published row is near this configuration.")
 
@@ -249,6 +258,10 @@ class Alternative(_Strict):
     speedup: float
     speedup_low: float | None = None
     speedup_high: float | None = None
+    range_level: float | None = None
+    range_width: float | None = None
+    p_gain: float | None = None
+    expected_speedup: float | None = None
     tpot_ms: float
     throughput_tok_s: float
     fits: bool
