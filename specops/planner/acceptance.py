@@ -110,6 +110,7 @@ class AcceptanceRow:
     speedup_overall: float | None
     flags: frozenset[str]
     notes: str
+    from_file: str = ""   # where a row copied from an older table (or ../shared/data) stands there
 
     @property
     def gamma_stated(self) -> bool:
@@ -168,7 +169,7 @@ def parse(raw: dict) -> AcceptanceRow:
         per_position=tuple(float(x) for x in raw["per_position"].split("/")) if raw["per_position"] else (),
         per_position_kind=raw["per_position_kind"], tau_lower_bound=_f(raw["tau_lower_bound"]),
         speedup=_f(raw.get("speedup", "")), speedup_overall=_f(raw.get("speedup_overall", "")),
-        flags=frozenset(f for f in raw["flags"].split(";") if f), notes=raw["notes"])
+        flags=frozenset(f for f in raw["flags"].split(";") if f), notes=raw["notes"], from_file=raw.get("from_file", ""))
 
 
 def load_rows(path: str | Path | None = None) -> list[AcceptanceRow]:
@@ -364,6 +365,7 @@ class AcceptanceModel:
     cells: dict[tuple, tuple[str, ...]]   # (method, task) / (method,) -> ids of the rows fitted there
     sources: dict[tuple, frozenset[str]] = field(default_factory=dict)  # same keys -> source ids
     rows_fitted: int = 0
+    drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased draft id -> ids of its rows
 
     @property
     def methods(self) -> set[str]:
@@ -451,6 +453,9 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
                 for i, x in zip(idx, xs):
                     current[i] += (new - old) * x
     model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
+    for o in obs:
+        if o.row.draft:
+            model.drafts[o.row.draft.lower()] = (*model.drafts.get(o.row.draft.lower(), ()), o.row.id)
     # residuals a new source sees: without the row's own source effect
     res = [(o, y[i] - (current[i] - effects["source"].get(o.row.source_id, 0.0))) for i, o in enumerate(obs)]
     groups: dict[tuple, list[tuple[float, float, Obs]]] = {}
@@ -500,6 +505,7 @@ class AcceptanceEstimate:
     method_rows: int
     task_shift: float                 # α0 with this task minus α0 with --task chat (chat: minus no task effect)
     decay_note: str
+    draft_rows: tuple[str, ...] = ()  # rows that name this very draft (its own effect)
 
     def tau(self, gamma: int) -> float:
         return expected_tokens(self.alpha0, gamma, self.decay, MAX_ALPHA)
@@ -513,7 +519,8 @@ class AcceptanceEstimate:
         ids = ", ".join(self.cell_rows[:6]) + (f" +{len(self.cell_rows) - 6}" if len(self.cell_rows) > 6 else "")
         cell = (f"{len(self.cell_rows)} {method} × {self.task_class} rows from {self.cell_sources} sources ({ids})"
                 if self.cell_rows else f"no {method} × {self.task_class} row")
-        return (f"acceptance model (playbooks/data/{DATA_FILE}): {cell}, {self.method_rows} {method} rows in all; "
+        own = (f"; {len(self.draft_rows)} rows name this draft ({', '.join(self.draft_rows[:4])})" if self.draft_rows else "")
+        return (f"acceptance model (playbooks/data/{DATA_FILE}): {cell}, {self.method_rows} {method} rows in all{own}; "
                 f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note})")
 
     def task_note(self, method: str, task: str) -> str:
@@ -554,7 +561,8 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
         cell_rows=rows, cell_sources=len(model.sources.get((method, cls), ())),
         method_rows=len(model.cells.get((method,), ())), task_shift=a - min(MAX_ALPHA, _sigmoid(y0)),
         decay_note=f"fitted on {', '.join(dec.rows[:4])}{' …' if len(dec.rows) > 4 else ''} ({dec.cell})" if dec.rows
-        else "priors default: no per-position or γ-sweep row")
+        else "priors default: no per-position or γ-sweep row",
+        draft_rows=model.drafts.get((draft or "").lower(), ()))
 
 
 def default_model() -> AcceptanceModel:
