@@ -278,7 +278,7 @@ def _decay_of_row(r: AcceptanceRow) -> float | None:
         return None
     xs, ys = list(range(len(c))), [math.log(min(0.999, x)) for x in c]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     return max(0.7, min(1.0, math.exp(slope)))
 
 
@@ -366,6 +366,15 @@ class AcceptanceModel:
     sources: dict[tuple, frozenset[str]] = field(default_factory=dict)  # same keys -> source ids
     rows_fitted: int = 0
     drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased draft id -> ids of its rows
+    draft_sources: dict[str, frozenset[str]] = field(default_factory=dict)  # lower-cased draft id -> source ids
+
+    def draft_offset(self, draft: str | None) -> float:
+        """A named draft's rows speak for it: the mean effect of the sources that measured it (a draft measured
+        by one source has its level in that source's effect, not in its own shrunk draft effect)."""
+        srcs = self.draft_sources.get((draft or "").lower())
+        if not srcs:
+            return 0.0
+        return statistics.fmean(self.effects["source"].get(s, 0.0) for s in srcs)
 
     @property
     def methods(self) -> set[str]:
@@ -391,7 +400,7 @@ class AcceptanceModel:
         keys = _keys(r, source=False)
         if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
-        a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r))))
+        a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
         d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
         return expected_tokens(a, solve_gamma(r), d, MAX_ALPHA)
 
@@ -405,7 +414,7 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     w = [o.weight for o in obs]
     y = [o.y for o in obs]
     wsum = sum(w)
-    mu = sum(wi * yi for wi, yi in zip(w, y)) / wsum
+    mu = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / wsum
     effects: dict[str, dict[object, float]] = {g: {} for g in PENALTY}
     slope: dict[str, dict[object, float]] = {g: {} for g in SLOPE_PENALTY}
 
@@ -447,15 +456,17 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
             for k, idx in smembers[g].items():
                 old = slope[g].get(k, 0.0)
                 xs = [slopes[i][g][1] for i in idx]
-                num = sum(w[i] * x * (y[i] - current[i] + old * x) for i, x in zip(idx, xs))
-                new = num / (sum(w[i] * x * x for i, x in zip(idx, xs)) + lam)
+                num = sum(w[i] * x * (y[i] - current[i] + old * x) for i, x in zip(idx, xs, strict=True))
+                new = num / (sum(w[i] * x * x for i, x in zip(idx, xs, strict=True)) + lam)
                 slope[g][k] = new
-                for i, x in zip(idx, xs):
+                for i, x in zip(idx, xs, strict=True):
                     current[i] += (new - old) * x
     model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
     for o in obs:
         if o.row.draft:
-            model.drafts[o.row.draft.lower()] = (*model.drafts.get(o.row.draft.lower(), ()), o.row.id)
+            key = o.row.draft.lower()
+            model.drafts[key] = (*model.drafts.get(key, ()), o.row.id)
+            model.draft_sources[key] = model.draft_sources.get(key, frozenset()) | {o.row.source_id}
     # residuals a new source sees: without the row's own source effect
     res = [(o, y[i] - (current[i] - effects["source"].get(o.row.source_id, 0.0))) for i, o in enumerate(obs)]
     groups: dict[tuple, list[tuple[float, float, Obs]]] = {}
@@ -551,9 +562,10 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     rows = model.cells.get((method, cls), ())
     if not rows:  # no row of this method for this task: its average over tasks (the task's effect on other
         keys = {**keys, "task": None, "method_task": None}  # methods need not hold for this one)
-    y = model.logit(keys, slopes)
+    own = model.draft_offset(draft)
+    y = model.logit(keys, slopes) + own
     ref = "chat" if cls != "chat" and model.cells.get((method, "chat")) else None  # --task chat is the default
-    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes)
+    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes) + own
     dec = model.decay_for(method, cls)
     a = min(MAX_ALPHA, _sigmoid(y))
     return AcceptanceEstimate(
@@ -639,8 +651,8 @@ def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
 # --- the priors' entry point --------------------------------------------------------------------------
 
 BORROW = {"suffix": "ngram"}
-"""A lookup method without rows for the request's task borrows its relative's estimate for that task (said in
-the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
+"""A lookup method whose relative has rows from more sources for the request's task (or, with no rows of its own
+for it, more sources in all) borrows the relative's estimate for that task (said in the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
 repetitive translation set) plus one without γ (vllm-ascend #7349), so its average over tasks is a translation
 average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
 
@@ -654,8 +666,12 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
     use, borrowed = method, ""
     relative = BORROW.get(method)
     cls = TASK_OF_REQUEST.get(task, task)
-    if relative in model.methods and (method not in model.methods or not model.cells.get((method, cls))):
-        use, borrowed = relative, f" (borrowed from {relative}: no {method} rows for {cls})"
+    mine, theirs = model.sources.get((method, cls), frozenset()), model.sources.get((relative, cls), frozenset())
+    wider = len(model.sources.get((relative,), ())) > len(model.sources.get((method,), ()))
+    if relative in model.methods and (method not in model.methods or len(theirs) > len(mine) or (not mine and wider)):
+        why = f"no {method} rows for {cls}" if not mine else (f"{len(theirs)} sources of {relative} × {cls} rows "
+                                                               f"against {len(mine)} of {method}'s")
+        use, borrowed = relative, f" (borrowed from {relative}: {why})"
     variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
     est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
                    draft_ratio=draft_ratio, target=target)

@@ -62,7 +62,7 @@ def test_every_row_has_provenance_and_numbers_in_range():
         for rate in (r.accepted_rate, r.alpha):
             assert rate is None or 0.0 < rate <= 1.0, r.id
         if r.per_position and r.per_position_kind == "cumulative":
-            assert all(a >= b for a, b in zip(r.per_position, r.per_position[1:])), r.id
+            assert all(a >= b for a, b in zip(r.per_position, r.per_position[1:], strict=False)), r.id
         if r.temperature is not None:
             assert 0.0 <= r.temperature <= 2.0, r.id
 
@@ -165,7 +165,7 @@ def test_task_moves_acceptance_and_gamma_through_the_cost_model():
     assert code.predicted.speedup > chat.predicted.speedup
     curve = code.predicted.gamma_curve
     assert [p.gamma for p in curve] == sorted(p.gamma for p in curve) and len(curve) >= 3
-    assert all(b.mean_acceptance_length >= a.mean_acceptance_length for a, b in zip(curve, curve[1:]))
+    assert all(b.mean_acceptance_length >= a.mean_acceptance_length for a, b in zip(curve, curve[1:], strict=False))
     best = max(curve, key=lambda p: p.speedup)
     assert abs(best.gamma - code.num_speculative_tokens) <= 2  # the pick sits at the curve's top (ties: smaller γ)
     ev = code.predicted.acceptance
