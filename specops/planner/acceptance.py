@@ -32,29 +32,30 @@ from method × task toward method toward all rows; stated with every estimate as
 
 from __future__ import annotations
 
-import csv
 import math
-import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
+from specops.planner.acceptance_data import (  # noqa: F401 - the table's names, re-exported
+    DATA_FILE,
+    EXCLUDED_FLAGS,
+    AcceptanceRow,
+    family_of,
+    load_rows,
+    parse,
+)
 from specops.planner.priors import DECAY
 from specops.speculation import alpha_from_tau as _alpha_from_tau
 from specops.speculation import expected_tokens
 
-DATA_FILE = "acceptance_2026-12.csv"
 MAX_ALPHA = 0.97
 MIN_ALPHA = 0.02
 DRAFT_REF_RATIO = 1 / 16
 Z80 = 1.2816  # two-sided 80%: the spread's stated level
 DEFAULT_CHAIN_GAMMA = 3  # a chain row that states no γ is solved at 3 (vLLM's common K); never scored
 DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE-2/3 papers' depths; Medusa 4 heads
-EXCLUDED_FLAGS = ("pathological", "sanity-run", "lower-bound-only")
-"""Rows kept for the record but not fitted: a two-token loop (tokenspeed #1305), the speculators tutorial's
-5K-sample sanity runs, and rows that publish a speedup only (a lower bound on τ, see :func:`lower_bounds`)."""
 
 # Request task (--task) -> the task class of the data. creative writes like chat; agentic workloads re-emit
 # tool output and code (SuffixDecoding's setting): the closest published class is code edits.
@@ -72,124 +73,6 @@ that instead. Chosen among five settings by this file's own leave-one-source-out
 SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0}
 SPEEDUP_ROW_WEIGHT = 0.5
 SWEEPS = 60
-
-
-# --- the data -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AcceptanceRow:
-    """One row of playbooks/data/acceptance_2026-12.csv (schema: playbooks/README.md)."""
-
-    id: str
-    source: str
-    source_id: str
-    url: str
-    location: str
-    method: str
-    variant: str
-    structure: str
-    gamma: int | None
-    tree_tokens: int | None
-    task: str
-    task_class: str
-    target: str
-    target_family: str
-    target_params_b: float | None
-    draft: str
-    draft_params_b: float | None
-    draft_trainer: str
-    temperature: float | None
-    engine: str
-    tau: float | None
-    accepted_rate: float | None
-    alpha: float | None
-    per_position: tuple[float, ...]
-    per_position_kind: str
-    tau_lower_bound: float | None
-    speedup: float | None
-    speedup_overall: float | None
-    flags: frozenset[str]
-    notes: str
-    from_file: str = ""   # where a row copied from an older table (or ../shared/data) stands there
-
-    @property
-    def gamma_stated(self) -> bool:
-        return self.gamma is not None
-
-    @property
-    def used(self) -> bool:
-        return not any(f in self.flags for f in EXCLUDED_FLAGS)
-
-    def published_tau(self) -> float | None:
-        """τ as published, or from the row's own rate/α and γ (exact for a chain); None otherwise."""
-        if self.tau is not None:
-            return self.tau
-        g = self.gamma
-        if g and self.accepted_rate is not None:
-            return 1.0 + self.accepted_rate * g
-        if g and self.alpha is not None:
-            a = self.alpha
-            return (1 - a ** (g + 1)) / (1 - a) if a < 1 else g + 1.0
-        return None
-
-    def conditional(self) -> list[float]:
-        """Per-position conditional acceptance c_k (P(k-th accepted | the first k−1 were))."""
-        p = list(self.per_position)
-        if not p:
-            return []
-        if self.per_position_kind == "conditional":
-            return p
-        out, prev = [], 1.0
-        for x in p:
-            if prev <= 0:
-                break
-            out.append(x / prev)
-            prev = x
-        return out
-
-
-def _f(text: str) -> float | None:
-    m = re.match(r"\s*(-?\d+(?:\.\d+)?)", text or "")
-    return float(m.group(1)) if m else None
-
-
-def _i(text: str) -> int | None:
-    x = _f(text)
-    return int(x) if x is not None else None
-
-
-def parse(raw: dict) -> AcceptanceRow:
-    return AcceptanceRow(
-        id=raw["id"], source=raw["source"], source_id=raw["source_id"], url=raw["url"], location=raw["location"],
-        method=raw["method"], variant=raw["variant"], structure=raw["structure"] or "chain", gamma=_i(raw["gamma"]),
-        tree_tokens=_i(raw["tree_tokens"]), task=raw["task"], task_class=raw["task_class"], target=raw["target"],
-        target_family=raw["target_family"], target_params_b=_f(raw["target_params_b"]), draft=raw["draft"],
-        draft_params_b=_f(raw["draft_params_b"]), draft_trainer=raw["draft_trainer"], temperature=_f(raw["temperature"]),
-        engine=raw["engine"], tau=_f(raw["tau"]), accepted_rate=_f(raw["accepted_rate"]), alpha=_f(raw["alpha"]),
-        per_position=tuple(float(x) for x in raw["per_position"].split("/")) if raw["per_position"] else (),
-        per_position_kind=raw["per_position_kind"], tau_lower_bound=_f(raw["tau_lower_bound"]),
-        speedup=_f(raw.get("speedup", "")), speedup_overall=_f(raw.get("speedup_overall", "")),
-        flags=frozenset(f for f in raw["flags"].split(";") if f), notes=raw["notes"], from_file=raw.get("from_file", ""))
-
-
-def load_rows(path: str | Path | None = None) -> list[AcceptanceRow]:
-    from specops.playbooks import playbook_path
-
-    with open(path or playbook_path("data", DATA_FILE), newline="", encoding="utf-8") as f:
-        return [parse(r) for r in csv.DictReader(f)]
-
-
-def family_of(model_id: str | None) -> str:
-    """A target's family as the data names it (``target_family``), from a hub id or catalog name."""
-    t = (model_id or "").lower()
-    for keys, fam in ((("vicuna", "llama-2", "llama2"), "llama2"), (("llama-4", "llama4"), "llama4"),
-                      (("llama-3", "llama3", "llama 3"), "llama3"), (("qwen3-vl",), "qwen3-vl"),
-                      (("qwen3.5", "qwen3.6", "qwen3.8"), "qwen3.5+"), (("qwen3",), "qwen3"), (("qwen2.5",), "qwen2.5"),
-                      (("deepseek",), "deepseek"), (("gpt-oss",), "gpt-oss"), (("mixtral",), "mixtral"),
-                      (("minimax",), "minimax"), (("kimi",), "kimi"), (("gemma",), "gemma"), (("minicpm",), "minicpm")):
-        if any(k in t for k in keys):
-            return fam
-    return ""
 
 
 # --- observations ---------------------------------------------------------------------------------
@@ -395,8 +278,10 @@ class AcceptanceModel:
 
     def predict_row(self, r: AcceptanceRow) -> float | None:
         """τ for a published row at its γ (source effect zero); None for a method the fit has no row of."""
-        if r.method not in self.methods:
-            return None
+        if r.method not in self.methods:  # as estimate_prior(): a lookup method without rows borrows its relative's
+            if BORROW.get(r.method) not in self.methods:
+                return None
+            r = AcceptanceRow(**{**r.__dict__, "method": BORROW[r.method], "variant": ""})
         keys = _keys(r, source=False)
         if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
