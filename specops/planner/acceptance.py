@@ -424,7 +424,7 @@ class AcceptanceEstimate:
             return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
                     f"acceptance: its average over the {self.method_rows} {method} rows of other tasks is used")
         direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
-        than = "than --task chat" if self.task_class != "chat" else "against the average over tasks"
+        than = "relative to --task chat" if self.task_class != "chat" else "relative to its average over tasks"
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
         return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
                 f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
