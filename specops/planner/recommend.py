@@ -365,14 +365,20 @@ def check_kv_cache(ctx: Context, rule: TreeRule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=shown, outcome=outcome)
 
 
+def prior_for(ctx: Context, method: str):
+    """The acceptance prior of one candidate method (None without a draft)."""
+    req, draft = ctx.request, ctx.drafts.get(method) if method != "none" else None
+    if draft is None:
+        return None
+    ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
+    return ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
+                             draft=draft.id, draft_ratio=ratio, target=ctx.model.id)
+
+
 def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool = False) -> Evaluation:
     req = ctx.request
     draft = ctx.drafts.get(method) if method != "none" else None
-    prior = None
-    if draft is not None:
-        ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
-        prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
-                                  draft=draft.id, draft_ratio=ratio)
+    prior = prior_for(ctx, method)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
                  batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
     return _measured(ctx, e, method, gamma, batch)
@@ -723,7 +729,10 @@ def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
     from specops.planner.priors import TASK_CLASS
 
     cls = TASK_CLASS.get(ctx.request.task, ctx.request.task)
-    if f"(no {cls} row" in e.prior_source:
+    est = getattr(prior_for(ctx, e.method), "evidence", None)
+    if est is not None and e.prior_source.startswith("acceptance model"):  # specops.planner.acceptance
+        step.outcome += "; " + est.task_note(e.method, ctx.request.task)
+    elif f"(no {cls} row" in e.prior_source:
         step.outcome += (f"; no published {cls} rows for {e.method}: its acceptance is the median over its other "
                          f"tasks, so --task {ctx.request.task} does not change this prediction")
     elif "borrowed from" in e.prior_source:

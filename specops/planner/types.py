@@ -203,6 +203,32 @@ class DecisionStep(_Strict):
     outcome: str = Field(description="What the rule decided.")
 
 
+class GammaPoint(_Strict):
+    """One γ of the chosen method at the request's batch: what its acceptance gives through the cost model."""
+
+    gamma: int = Field(description="num_speculative_tokens.")
+    mean_acceptance_length: float = Field(description="τ at this γ (acceptance × position decay).")
+    acceptance_rate: float = Field(description="vLLM's accepted/drafted at this γ.")
+    speedup: float = Field(description="Predicted speedup at this γ.")
+    tpot_ms: float = Field(description="Predicted TPOT at this γ (ms).")
+
+
+class AcceptanceEvidence(_Strict):
+    """Where the chosen method's acceptance comes from (specops.planner.acceptance), and how sure it is."""
+
+    task_class: str = Field(description="The data's task class --task maps to.")
+    cell_rows: list[str] = Field(description="Ids of the published rows of this method × task class "
+                                 "(playbooks/data/acceptance_2026-12.csv).")
+    cell_sources: int = Field(description="Sources behind those rows.")
+    method_rows: int = Field(description="Published rows of the method over all tasks.")
+    task_shift: float = Field(description="α0 with this task minus α0 with no task effect.")
+    logit_sd: float = Field(description="Spread of logit α0 a new source sees (cross-source residuals, pooled).")
+    mean_acceptance_length_low: float = Field(description="τ at the chosen γ, 10th percentile of that spread.")
+    mean_acceptance_length_high: float = Field(description="τ at the chosen γ, 90th percentile.")
+    decay: float = Field(description="Per-position decay d (α_i = α0·d^i) used.")
+    note: str = Field(description="What --task did to this prediction, with the rows it looked at.")
+
+
 class Predicted(_Strict):
     """Predicted performance of the chosen configuration."""
 
@@ -234,6 +260,10 @@ class Predicted(_Strict):
                                            "the range's physics): what the pick ranks.")
     evidence: str = Field("", description="Where the speedup and its range come from, and how near the evidence is.")
     evidence_near: bool | None = Field(None, description="False: no published row is near this configuration.")
+    gamma_curve: list[GammaPoint] | None = Field(None, description="Every γ the cost model scored for the chosen "
+                                                 "method at this batch (null without speculation).")
+    acceptance: AcceptanceEvidence | None = Field(None, description="The acceptance model's cell, rows and spread "
+                                                  "for the chosen method (null: not from the acceptance model).")
 
 
 class Memory(_Strict):
