@@ -13,6 +13,13 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from specops.models import Strict
+from specops.planner.moe import (
+    all_to_all_ms,
+    effective_tokens,
+    expert_read_efficiency,
+    expert_split,
+    experts_touched,
+)
 from specops.planner.priors import AcceptancePrior
 from specops.planner.types import GPU, ModelSpec
 from specops.speculation import METHODS
@@ -64,9 +71,13 @@ class EngineProfile(Strict):
         description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
-    expert_bandwidth_efficiency: float = Field(
-        0.5, gt=0, le=1, description="Achieved bandwidth on routed-expert weights relative to dense weights "
-        "(small grouped GEMMs over scattered experts); fitted with moe_layer_overhead_ms (docs/performance-model.md).")
+    expert_half_mb: float = Field(
+        9.4, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
+        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py); 9.4 MB keeps "
+        "Qwen3-30B-A3B's experts at the 0.5 fitted with moe_layer_overhead_ms on moe_baselines_2026-12.csv.")
+    routing_locality: float = Field(
+        0.0, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
+        "sequence already chose (planner/moe.py); 0: independent routing, an upper bound on experts verified.")
     moe_layer_overhead_ms: float = Field(
         0.06, ge=0, description="Fixed cost per MoE layer per forward (router, top-k, token permute/unpermute, "
         "grouped-GEMM launches), fitted on published MoE baseline TPOTs (playbooks/data/moe_baselines_2026-12.csv).")
@@ -141,32 +152,11 @@ def bytes_per_param(model: ModelSpec) -> float:
     return model.weight_bits / 8
 
 
-def _expert_split(model: ModelSpec) -> tuple[float, float]:
-    """(dense params, routed-expert params) in units of 1; all dense for non-MoE."""
-    total = model.params_b * 1e9
-    if not model.is_moe:
-        return total, 0.0
-    share = model.experts_per_token / model.experts
-    experts = (total - model.active_b * 1e9) / (1 - share)
-    return total - experts, experts
+_expert_split = expert_split  # experts_touched (re-exported) and expert_split live in planner/moe.py
 
 
-def experts_touched(model: ModelSpec, n_tokens: int) -> float:
-    """Expected distinct routed experts per MoE layer that ``n_tokens`` tokens (batch × tokens per sequence)
-    activate, each choosing k of E: E·(1 − (1 − k/E)^n).
-
-    Assumption: uniform, independent routing. It breaks (over-counts) where routing is skewed or correlated:
-    the γ+1 tokens one verification scores are consecutive positions of one sequence, which share experts
-    more than random tokens do, and trained routers have popular experts; so for verification at small batch
-    the expression is an upper bound on experts read, and at large n·b it saturates at E either way."""
-    if not model.is_moe:
-        return 0.0
-    k, e = model.experts_per_token, model.experts
-    return e * (1 - (1 - k / e) ** max(1, n_tokens))
-
-
-def _moe_bytes(model: ModelSpec, n_tokens: int) -> tuple[float, float]:
-    """(dense weight bytes, routed-expert weight bytes) one forward of n tokens reads."""
+def _moe_bytes(model: ModelSpec, n_tokens: float) -> tuple[float, float]:
+    """(dense weight bytes, routed-expert weight bytes) one forward of n independent tokens reads."""
     dense, experts = _expert_split(model)
     frac = experts_touched(model, n_tokens) / model.experts if experts else 0.0
     return dense * bytes_per_param(model), experts * frac * bytes_per_param(model)
@@ -219,9 +209,9 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
-    dense_b, expert_b = _moe_bytes(m, n)
-    # routed experts are read at a lower efficiency (expert_bandwidth_efficiency): counted as more bytes
-    mem_bytes = dense_b + expert_b / p.expert_bandwidth_efficiency + \
+    dense_b, expert_b = _moe_bytes(m, effective_tokens(batch, tokens_per_seq, p.routing_locality))
+    # routed experts are read at a lower efficiency (small grouped GEMMs): counted as more bytes
+    mem_bytes = dense_b + (expert_b / expert_read_efficiency(m, p.expert_half_mb) if expert_b else 0.0) + \
         batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
     attn_len = kv_len
     if m.sliding_layers and m.sliding_window:
@@ -245,12 +235,8 @@ def moe_ms(setup: Setup, n_tokens: int) -> float:
     m, p = setup.model, setup.profile
     if not m.is_moe:
         return 0.0
-    ms = p.moe_layer_overhead_ms * m.layers
     link = p.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
-    if setup.tp > 1 and link > 0:
-        volume = 2 * n_tokens * m.experts_per_token * m.hidden * 2 * (setup.tp - 1) / setup.tp / setup.tp
-        ms += m.layers * volume / (link * 1e9) * 1000
-    return ms
+    return p.moe_layer_overhead_ms * m.layers + all_to_all_ms(m, setup.gpu, setup.tp, n_tokens, link)
 
 
 def schedule_cost(batch: int) -> float:

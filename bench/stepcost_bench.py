@@ -1,0 +1,75 @@
+"""Step-cost benchmark (issue 37): the step-time model alone against published no-speculation timings.
+
+Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner/loso.py):
+1. ``step LOSO: median |ln| X over N rows`` with the shipped constants (nothing fitted on these rows) and
+   with the profiles fitted per engine class on the other sources only (stepcost.fit_engine_profiles);
+2. the same per engine class, dense/MoE, batch range and metric;
+3. the fit on every row (what each class's constants become) and the worst held-out rows;
+4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price;
+5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out, and the MoE regime.
+
+Run: .venv/bin/python bench/stepcost_bench.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specops.planner.evidence import batch_range  # noqa: E402
+from specops.planner.loso import by_stratum, summary_line  # noqa: E402
+from specops.planner.stepcost import (  # noqa: E402
+    _hardware,
+    fit_engine_profiles,
+    load_step_rows,
+    loso_today,
+    predict_row,
+    step_loso,
+    today_profile,
+)
+
+
+def main() -> None:
+    rows = load_step_rows()
+    print(f"== step cost alone: {len(rows)} published rows from {len({r.source for r in rows})} sources ==")
+    today, fitted = loso_today(rows), step_loso(rows)
+    print(summary_line("step (shipped constants)", today))
+    print(summary_line("step", fitted))
+    strata = {
+        "engine class": lambda s: s.row.engine_class,
+        "dense/MoE": lambda s: "MoE" if _hardware(s.row, None)[0].is_moe else "dense",
+        "batch range": lambda s: batch_range(s.row.batch),
+        "metric": lambda s: s.row.metric,
+    }
+    for name, key in strata.items():
+        a, b = by_stratum(today, key), by_stratum(fitted, key)
+        for k in b:
+            print(f"   {name:<12} {str(k):<13} shipped {summary_line('', a[k]).split('|ln| ')[1]:<22} "
+                  f"fitted {summary_line('', b[k]).split('|ln| ')[1]}")
+    fit = fit_engine_profiles(rows)
+    print("\n   fit on every row (what ships in the bench, not in recommend):")
+    for cls, p in fit.profiles.items():
+        print(f"   {cls:<13} step {p.step_overhead_ms:.2f} ms, η_bw {p.bandwidth_efficiency:.2f}, η_f "
+              f"{p.compute_efficiency:.2f}, MoE layer {p.moe_layer_overhead_ms:.2f} ms  ({fit.how[cls]})")
+    worst = sorted((s for s in fitted if s.log_error is not None), key=lambda s: -abs(s.log_error))[:8]
+    print("\n   worst held-out rows:")
+    for s in worst:
+        print(f"   {s.row.id:<34} {s.row.metric:<12} published {s.published:9.2f} predicted {s.predicted:9.2f} "
+              f"ln {s.log_error:+.2f}")
+    pair = {r.id: r for r in rows if r.id.startswith("vllmomni7960")}
+    if len(pair) == 2:
+        e, g = pair["vllmomni7960-thinker-eager"], pair["vllmomni7960-thinker-graph"]
+        pe, pg = predict_row(e, today_profile(e)), predict_row(g, today_profile(g))
+        print(f"\n   --enforce-eager price, Qwen2.5-7B on one A800 (vllm-omni#7960): published eager/graph "
+              f"{e.value / g.value:.2f}x ({e.value} / {g.value} ms), predicted {pe / pg:.2f}x ({pe:.1f} / {pg:.1f} ms)")
+    for s in fitted:
+        if s.row.id.startswith("vLLM32887"):
+            print(f"   gpt-oss-120b 1xB200 baseline {s.row.id}: published {s.published:.0f} tok/s, predicted "
+                  f"{s.predicted:.0f} (source held out)")
+
+
+if __name__ == "__main__":
+    main()
