@@ -22,19 +22,25 @@ sys.path.insert(0, str(REPO))
 from specops.planner.evidence import batch_range  # noqa: E402
 from specops.planner.loso import by_stratum, summary_line  # noqa: E402
 from specops.planner.stepcost import (  # noqa: E402
+    IDEAL,
     _hardware,
     fit_engine_profiles,
     load_step_rows,
     loso_today,
     predict_row,
+    scored_rows,
     step_loso,
     today_profile,
 )
 
 
 def main() -> None:
-    rows = load_step_rows()
-    print(f"== step cost alone: {len(rows)} published rows from {len({r.source for r in rows})} sources ==")
+    every = load_step_rows()
+    rows, beyond = scored_rows(every)
+    print(f"== step cost alone: {len(every)} published rows from {len({r.source for r in every})} sources ==")
+    for r in beyond:
+        print(f"   not scored: {r.id} ({r.metric} {r.value}) beats the roofline of its stated setup "
+              f"({predict_row(r, IDEAL):.1f} at peak bandwidth and FLOP/s, no overheads)")
     today, fitted = loso_today(rows), step_loso(rows)
     print(summary_line("step (shipped constants)", today))
     print(summary_line("step", fitted))

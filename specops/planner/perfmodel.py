@@ -42,6 +42,10 @@ rejection sampler scores the full vocabulary at every draft position and the bon
 # per-batch γ schedule, TPOT is worse even where every range has K=0 - +6.6% at concurrency 2, +21.6%
 # at 189 (the schedule forces PIECEWISE CUDA graphs). Interpolated in log2(batch) between the two points.
 SCHEDULE_COST = ((2, 0.066), (189, 0.216))
+MOE_REF_TOP_K = 8
+"""moe_layer_overhead_ms is the fixed cost of a MoE layer whose tokens each go to 8 experts."""
+PREFILL_TOKENS = 64
+"""A forward with at least this many new tokens per sequence is a prefill (chunk) for the compute efficiency."""
 TURBOQUANT_FULL_LAYERS = 4  # first/last 2 attention layers of dense models stay at full precision
 
 
@@ -52,6 +56,9 @@ class EngineProfile(Strict):
     name: str = Field("vllm", description="Profile name.")
     bandwidth_efficiency: float = Field(0.80, gt=0, le=1, description="Achieved / peak memory bandwidth.")
     compute_efficiency: float = Field(0.55, gt=0, le=1, description="Achieved / peak dense tensor FLOP/s.")
+    prefill_compute_efficiency: float | None = Field(
+        None, gt=0, le=1, description="Achieved / peak FLOP/s in a prefill (a forward of at least PREFILL_TOKENS tokens "
+        "per sequence: large GEMMs run nearer peak than decode's); None: compute_efficiency.")
     overlap_penalty: float = Field(0.3, ge=0, le=1, description="t = max(mem, compute) + p·min(mem, compute).")
     step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
@@ -85,6 +92,9 @@ class EngineProfile(Strict):
         default_factory=lambda: {"nvlink": 450.0, "xgmi": 300.0, "pcie": 25.0, "none": 0.0},
         description="Per-GPU link bandwidth (GB/s) the MoE token exchange (dispatch + combine of each token's "
         "hidden state to its k experts' ranks) runs over when experts are split across GPUs.")
+    prefill_overhead_ms: float = Field(
+        0.0, ge=0, description="Per-request cost of a prefill beyond its forward (scheduling, input processing, the "
+        "first token's output): added to TTFT; fitted per engine class in bench/stepcost_bench.py.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="vLLM's default --gpu-memory-utilization.")
     runtime_reserve_gib: float = Field(1.5, ge=0, description="Per-GPU activations, CUDA graphs, context.")
 
@@ -218,7 +228,9 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
         attn_len = (kv_len * (m.layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / m.layers
     flops = 2 * m.active_b * 1e9 * n + 4 * m.layers * m.heads * m.head_dim * attn_len * n
     t_mem = mem_bytes / setup.tp / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
-    t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * p.compute_efficiency)
+    eff = p.prefill_compute_efficiency if tokens_per_seq >= PREFILL_TOKENS and p.prefill_compute_efficiency else \
+        p.compute_efficiency
+    t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * eff)
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
@@ -236,7 +248,10 @@ def moe_ms(setup: Setup, n_tokens: int) -> float:
     if not m.is_moe:
         return 0.0
     link = p.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
-    return p.moe_layer_overhead_ms * m.layers + all_to_all_ms(m, setup.gpu, setup.tp, n_tokens, link)
+    # the fixed cost grows with the experts each token is routed to (top-k: k small GEMMs per token-layer);
+    # fitted at k = 8 (Qwen3-30B-A3B, DeepSeek-V3), scaled for other k (gpt-oss: k = 4)
+    return p.moe_layer_overhead_ms * m.experts_per_token / MOE_REF_TOP_K * m.layers + \
+        all_to_all_ms(m, setup.gpu, setup.tp, n_tokens, link)
 
 
 def schedule_cost(batch: int) -> float:
@@ -248,7 +263,8 @@ def schedule_cost(batch: int) -> float:
 
 def prefill_ms(setup: Setup, context_len: int, kv_dtype: str) -> float:
     """Time to first token for one request: a forward over the whole prompt."""
-    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype)
+    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype) + \
+        setup.profile.prefill_overhead_ms
 
 
 def head_params(target: ModelSpec, method: str) -> float:

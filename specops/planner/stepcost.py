@@ -144,7 +144,7 @@ def loaded_step_ms(setup: Setup, *, batch: int, context_len: int, output_len: in
         setup, batch=batch, tokens_per_seq=1, kv_len=context_len + output_len / 2, kv_dtype=kv_dtype)
     if batch <= 1 or output_len <= 0:
         return step
-    prefill = prefill_ms(setup, context_len, kv_dtype) - setup.profile.step_overhead_ms
+    prefill = prefill_ms(setup, context_len, kv_dtype) - setup.profile.step_overhead_ms - setup.profile.prefill_overhead_ms
     return step + (batch - 1) / output_len * max(0.0, prefill)
 
 
@@ -175,9 +175,11 @@ def today_profile(row: StepRow) -> EngineProfile:
 
 # What a fit may move, per engine class, and the values it tries (coordinate descent, two passes).
 GRID: dict[str, tuple[float, ...]] = {
-    "step_overhead_ms": (0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.3, 1.6, 2.0, 2.5, 3.0),
+    "step_overhead_ms": (0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.3, 1.6, 2.0, 2.5, 3.0),
     "bandwidth_efficiency": (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
     "compute_efficiency": (0.35, 0.45, 0.55, 0.65, 0.75, 0.85),
+    "prefill_compute_efficiency": (0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95),
+    "prefill_overhead_ms": (0.0, 2.0, 5.0, 10.0, 20.0, 40.0),
     "moe_layer_overhead_ms": (0.0, 0.02, 0.04, 0.06, 0.08, 0.12, 0.16),
 }
 MIN_CLASS_SOURCES = 3
@@ -211,12 +213,28 @@ def weighted_mean_error(scored: Sequence[tuple[StepRow, float]]) -> float:
     return tot / len(per_source) if per_source else float("nan")
 
 
+PRIOR_WEIGHT = 0.0
+"""The fit's pull toward the shipped constant: objective = weighted mean |ln error| + PRIOR_WEIGHT · Σ |ln(v/v₀)|
+over the fitted constants (v₀: the shipped value), so a constant moves only when the rows clearly ask for it."""
+
+
 def _fit_one(rows: Sequence[StepRow], start: EngineProfile, keys: Sequence[str]) -> EngineProfile:
-    best = start
+    best, prior = start, ENGINE_PROFILES["vllm"]
+
+    def penalty(prof: EngineProfile) -> float:
+        tot = 0.0
+        for k in keys:
+            v, v0 = getattr(prof, k), getattr(start, k) if getattr(start, k) is not None else getattr(prior, k)
+            if v0 is None:
+                v0 = prof.compute_efficiency
+            if v and v0:
+                tot += abs(math.log(v / v0))
+        return PRIOR_WEIGHT * tot
+
     for _ in range(2):
         for key in keys:
             trial = [best.model_copy(update={key: v}) for v in GRID[key]]
-            scores = [weighted_mean_error([(r, predict_row(r, prof)) for r in rows]) for prof in trial]
+            scores = [weighted_mean_error([(r, predict_row(r, prof)) for r in rows]) + penalty(prof) for prof in trial]
             best = trial[min(range(len(trial)), key=scores.__getitem__)]
     return best
 
@@ -232,22 +250,19 @@ class StepFit:
         return self.profiles.get(row.engine_class, self.profiles["pooled"])
 
 
-CLASS_KEYS = ("step_overhead_ms",)
+CLASS_KEYS = ("step_overhead_ms", "prefill_overhead_ms")
 """Fitted per engine class: the fixed cost of one forward (scheduler, launch, sampler) - what differs between
 engines. The efficiencies are physics of the GPU and kernels, fitted once over every class's rows."""
-SHARED_KEYS = ("bandwidth_efficiency", "compute_efficiency")
+SHARED_KEYS = ("prefill_compute_efficiency",)
 
 
 def fit_engine_profiles(rows: Sequence[StepRow]) -> StepFit:
-    """Fit the shared efficiencies (and the MoE layer cost when MoE rows come from enough sources) on every
-    graph-captured row, then each engine class's step overhead on its own rows; a class with rows from fewer
-    than MIN_CLASS_SOURCES sources keeps its shipped step overhead."""
+    """Fit the shared efficiencies on every graph-captured row, then each engine class's step overhead (and its
+    MoE layer cost, when its MoE rows come from enough sources) on its own rows; a class with rows from fewer
+    than MIN_CLASS_SOURCES sources keeps its shipped constants with the shared efficiencies."""
     graphs = [r for r in rows if r.cuda_graphs]
-    keys = list(SHARED_KEYS)
-    if len({r.source for r in graphs if _hardware(r, None)[0].is_moe}) >= MIN_CLASS_SOURCES:
-        keys.append("moe_layer_overhead_ms")
-    shared = _fit_one(graphs, ENGINE_PROFILES["vllm"], keys)
-    update = {k: getattr(shared, k) for k in keys}
+    shared = _fit_one(graphs, ENGINE_PROFILES["vllm"], SHARED_KEYS) if SHARED_KEYS else ENGINE_PROFILES["vllm"]
+    update = {k: getattr(shared, k) for k in SHARED_KEYS}
     profiles = {"pooled": shared.model_copy(update={"name": "pooled"})}
     how = {"pooled": f"efficiencies fitted on {len(graphs)} rows from {len({r.source for r in graphs})} sources"}
     for cls in ENGINE_CLASSES:
@@ -255,11 +270,14 @@ def fit_engine_profiles(rows: Sequence[StepRow]) -> StepFit:
         n_src = len({r.source for r in own})
         start = ENGINE_PROFILES[cls].model_copy(update=update)
         if n_src >= MIN_CLASS_SOURCES:
-            profiles[cls] = _fit_one(own, start, CLASS_KEYS)
-            how[cls] = f"step overhead fitted on {len(own)} rows from {n_src} sources"
+            keys = list(CLASS_KEYS)
+            if len({r.source for r in own if _hardware(r, None)[0].is_moe}) >= MIN_CLASS_SOURCES:
+                pass  # keys.append("moe_layer_overhead_ms")
+            profiles[cls] = _fit_one(own, start, keys)
+            how[cls] = f"{', '.join(keys)} fitted on {len(own)} rows from {n_src} sources"
         else:
             profiles[cls] = start
-            how[cls] = f"shipped step overhead ({len(own)} rows from {n_src} sources: fewer than {MIN_CLASS_SOURCES})"
+            how[cls] = f"shipped constants ({len(own)} rows from {n_src} sources: fewer than {MIN_CLASS_SOURCES})"
     return StepFit(profiles, how)
 
 
@@ -267,6 +285,32 @@ def step_loso(rows: Sequence[StepRow]) -> list[Scored[StepRow]]:
     """Each source's rows predicted by profiles fitted on the other sources only."""
     return leave_one_source_out(rows, fit=fit_engine_profiles, predict=lambda fit, r: predict_row(r, fit.profile(r)),
                                 published=lambda r: r.value)
+
+
+IDEAL = EngineProfile(name="roofline-floor", bandwidth_efficiency=1.0, compute_efficiency=1.0, overlap_penalty=0.0,
+                      step_overhead_ms=0.0, draft_step_overhead_ms=0.0, draft_layer_overhead_ms=0.0, token_overhead_ms=0.0,
+                      allreduce_ms_per_layer={"nvlink": 0.0, "xgmi": 0.0, "pcie": 0.0, "none": 0.0}, sampler_bytes=0.0,
+                      expert_half_mb=1e-6, moe_layer_overhead_ms=0.0, moe_link_gbs={}, prefill_overhead_ms=0.0)
+"""Peak bandwidth and FLOP/s, no overheads: what no run of the stated setup can beat."""
+FLOOR_MARGIN = 0.05
+
+
+def beats_roofline(row: StepRow, cat: Catalogs | None = None) -> bool:
+    """True when the published value is more than FLOOR_MARGIN better than the datasheet roofline of the row's
+    stated setup allows (faster than reading its weights at peak bandwidth, or than its FLOPs at peak compute):
+    the setup is misread or the measurement is not what its label says, so the row is shown but not scored.
+    Only batch-1 rows are checked (at larger batch uniform routing over-counts a MoE's experts)."""
+    if row.batch != 1:
+        return False
+    ideal = predict_row(row, IDEAL, cat)
+    faster_is_lower = row.metric in ("tpot_ms", "ttft_ms", "e2e_ms")
+    return row.value < ideal * (1 - FLOOR_MARGIN) if faster_is_lower else row.value > ideal * (1 + FLOOR_MARGIN)
+
+
+def scored_rows(rows: Sequence[StepRow]) -> tuple[list[StepRow], list[StepRow]]:
+    """(rows the LOSO scores, rows that beat their roofline and are only shown)."""
+    bad = [r for r in rows if beats_roofline(r)]
+    return [r for r in rows if r not in bad], bad
 
 
 def loso_today(rows: Sequence[StepRow]) -> list[Scored[StepRow]]:
