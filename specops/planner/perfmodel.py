@@ -131,6 +131,22 @@ PROFILE_SOURCES = {
 }
 
 
+def eager_profile(profile: EngineProfile) -> EngineProfile:
+    """``profile`` without CUDA graphs (``--enforce-eager``): every forward launches its kernels from Python,
+    layer by layer - the eager profile's fixed and per-layer launch costs replace the graph-captured step
+    overhead. Checked against vllm-omni#7960's eager/graph pair (Qwen2.5-7B on an A800: published 1.73x,
+    predicted 1.84x; bench/stepcost_bench.py)."""
+    if profile.layer_overhead_ms >= EAGER_PROFILE.layer_overhead_ms:
+        return profile
+    return profile.model_copy(update={
+        "name": f"{profile.name}-eager",
+        "step_overhead_ms": max(profile.step_overhead_ms, EAGER_PROFILE.step_overhead_ms),
+        "layer_overhead_ms": EAGER_PROFILE.layer_overhead_ms,
+        "draft_step_overhead_ms": max(profile.draft_step_overhead_ms, EAGER_PROFILE.draft_step_overhead_ms),
+        "draft_layer_overhead_ms": 0.0,  # the per-layer launch cost already charges every draft layer
+        "moe_layer_overhead_ms": 0.0})
+
+
 def engine_profile(engine: str) -> EngineProfile:
     """The profile for rows measured on ``engine`` (ENGINES of the calibration); others: eager."""
     return ENGINE_PROFILES.get(engine, EAGER_PROFILE)
@@ -214,9 +230,8 @@ def _peak_flops(gpu: GPU, model: ModelSpec) -> float:
     return gpu.bf16_tflops * 1e12
 
 
-def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
-               overhead_ms: float | None = None) -> float:
-    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
+def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str) -> tuple[float, float]:
+    """(memory time, compute time) in ms of one forward, before overheads: the two sides of the roofline."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
     dense_b, expert_b = _moe_bytes(m, effective_tokens(batch, tokens_per_seq, p.routing_locality))
@@ -231,11 +246,20 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     eff = p.prefill_compute_efficiency if tokens_per_seq >= PREFILL_TOKENS and p.prefill_compute_efficiency else \
         p.compute_efficiency
     t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * eff)
+    return t_mem * 1000, t_cmp * 1000
+
+
+def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
+               overhead_ms: float | None = None) -> float:
+    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
+    m, gpu, p = setup.model, setup.gpu, setup.profile
+    n = batch * tokens_per_seq
+    t_mem, t_cmp = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype)
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
     sampler = n * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
-    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n + \
+    return t + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n + \
         moe_ms(setup, n)
 
 
@@ -345,19 +369,22 @@ class MemoryEstimate:
         return max(0, int(room / self.kv_per_seq_gib)) if self.kv_per_seq_gib > 0 else 0
 
 
-def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str) -> MemoryEstimate:
-    """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory."""
+def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str,
+                    draft_kv_dtype: str | None = None) -> MemoryEstimate:
+    """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory; ``draft_kv_dtype``:
+    the draft's own KV dtype (speculative_config.kv_cache_dtype; None: the target's)."""
     m, p = setup.model, setup.profile
     weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
     draft_gib, draft_kv = 0.0, 0.0
+    dkv = draft_kv_dtype or kv_dtype
     if draft is not None and METHODS[draft.method].drafting not in ("lookup", "none"):
         if draft.model is not None:
             draft_gib = draft.model.params_b * 1e9 * bytes_per_param(draft.model) / GIB
-            draft_kv = kv_bytes_per_seq(draft.model, kv_dtype, seq_tokens) * kv_replication(draft.model, setup.tp)
+            draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp)
         else:
             draft_gib = draft.params_b * 1e9 * 2 / GIB
             one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0})
-            draft_kv = kv_bytes_per_seq(one_layer, kv_dtype, seq_tokens) * kv_replication(m, setup.tp)
+            draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp)
     kv = kv_bytes_per_seq(m, kv_dtype, seq_tokens) * kv_replication(m, setup.tp) + draft_kv
     available = setup.tp * (setup.gpu.memory_gib * p.gpu_memory_utilization - p.runtime_reserve_gib)
     return MemoryEstimate(weights, draft_gib, kv / GIB, available)
@@ -385,16 +412,21 @@ class Evaluation:
     effective_batch: int
     memory: MemoryEstimate
     fits: bool
+    mitigations: tuple[str, ...] = ()     # flags the known-bug rows add to this candidate's launch, priced in tpot_ms
+    unmitigated_tpot_ms: float | None = None  # the TPOT the same candidate would have without them
 
 
 def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | None, *, gamma: int, kv_dtype: str,
              batch: int, context_len: int, output_len: int, verify_tokens: int | None = None,
-             schedule: bool = False) -> Evaluation:
+             schedule: bool = False, spec_profile: EngineProfile | None = None,
+             draft_kv_dtype: str | None = None) -> Evaluation:
     """Predict one candidate. `verify_tokens` overrides γ+1 (tree drafts verify more tokens than their depth);
-    `schedule`: the engine runs with a per-batch γ schedule, which slows every step (:func:`schedule_cost`)."""
+    `schedule`: the engine runs with a per-batch γ schedule, which slows every step (:func:`schedule_cost`);
+    `spec_profile`: the engine constants the speculative launch runs with when they differ from the baseline's
+    (a mitigation such as --enforce-eager: :func:`eager_profile`); `draft_kv_dtype`: the draft's own KV dtype."""
     method = draft.method if draft else "none"
     seq = context_len + output_len
-    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype)
+    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype, draft_kv_dtype=draft_kv_dtype)
     eff = max(1, min(batch, mem.max_batch())) if mem.max_batch() >= 1 else 1
     kv_len = context_len + output_len / 2
     base = forward_ms(setup, batch=eff, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype)
@@ -405,10 +437,13 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
         tau = prior.expected_tokens(gamma)
         rate = prior.acceptance_rate(gamma)
         alpha, src = prior.alpha0, prior.source
-        verify = forward_ms(setup, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
+        spec = setup if spec_profile is None else Setup(setup.model, setup.gpu, setup.tp, spec_profile)
+        dkv = draft_kv_dtype or kv_dtype
+        verify = forward_ms(spec, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
                             kv_dtype=kv_dtype)
-        step = verify + draft_ms(setup, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=kv_dtype)
-        ttft = base_ttft + draft_prefill_ms(setup, draft, context_len, kv_dtype)
+        step = verify + draft_ms(spec, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=dkv)
+        ttft = (base_ttft if spec is setup else prefill_ms(spec, context_len, kv_dtype)) + \
+            draft_prefill_ms(spec, draft, context_len, dkv)
     if schedule:
         step *= 1 + schedule_cost(eff)
     tpot = step / tau

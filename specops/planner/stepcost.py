@@ -34,6 +34,7 @@ from specops.planner.perfmodel import (
     ENGINE_PROFILES,
     EngineProfile,
     Setup,
+    eager_profile,
     forward_ms,
     prefill_ms,
 )
@@ -102,7 +103,7 @@ def _load(path: str) -> tuple[StepRow, ...]:
 
 def row_setup(row: StepRow, profile: EngineProfile, cat: Catalogs | None = None) -> Setup:
     model, gpu = _hardware(row, cat)
-    return Setup(model, gpu, row.tp, eager(profile) if not row.cuda_graphs else profile)
+    return Setup(model, gpu, row.tp, eager_profile(profile) if not row.cuda_graphs else profile)
 
 
 _HW: dict[str, tuple] = {}
@@ -117,21 +118,6 @@ def _hardware(row: StepRow, cat: Catalogs | None):
             model = model.model_copy(update={"weight_bits": row.weight_bits})
         _HW[key] = (model, cat.gpu(row.gpu))
     return _HW[key]
-
-
-def eager(profile: EngineProfile) -> EngineProfile:
-    """``profile`` without CUDA graphs (``--enforce-eager``): every forward launches its kernels from Python,
-    layer by layer - the eager profile's fixed and per-layer launch costs replace the graph-captured step
-    overhead (checked against vllm-omni#7960's eager/graph pair in bench/stepcost_bench.py)."""
-    if profile.layer_overhead_ms >= EAGER_PROFILE.layer_overhead_ms:
-        return profile
-    return profile.model_copy(update={
-        "name": f"{profile.name}-eager",
-        "step_overhead_ms": max(profile.step_overhead_ms, EAGER_PROFILE.step_overhead_ms),
-        "layer_overhead_ms": EAGER_PROFILE.layer_overhead_ms,
-        "draft_step_overhead_ms": max(profile.draft_step_overhead_ms, EAGER_PROFILE.draft_step_overhead_ms),
-        "draft_layer_overhead_ms": 0.0,  # the per-layer launch cost already charges every draft layer
-        "moe_layer_overhead_ms": 0.0})
 
 
 def loaded_step_ms(setup: Setup, *, batch: int, context_len: int, output_len: int, kv_dtype: str,
@@ -317,6 +303,11 @@ def loso_today(rows: Sequence[StepRow]) -> list[Scored[StepRow]]:
     """Today's constants are not fitted on these rows: every row is held out by construction."""
     return leave_one_source_out(rows, fit=lambda train: None, predict=lambda _m, r: predict_row(r, today_profile(r)),
                                 published=lambda r: r.value)
+
+
+def rows_for_model(model_id: str) -> list[str]:
+    """Ids of the baseline rows measured on this catalog model (what its step cost has been checked against)."""
+    return [r.id for r in load_step_rows() if r.model == model_id]
 
 
 def median(xs: Sequence[float]) -> float:

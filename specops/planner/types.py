@@ -187,6 +187,9 @@ class RecommendRequest(_Strict):
                                   "speedup's range is below 1 (default: no speculation then).")
     engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(
         "vllm", description="Engine whose step-time profile predicts (the rendered launch stays vLLM).")
+    kv_cache_dtype: str | None = Field(None, description="Pin the KV cache dtype (--kv-cache-dtype): auto, fp8, "
+                                       "turboquant_k8v4, ... as the vLLM version has it; default: the least compressed "
+                                       "that fits the batch.")
     qps: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False,
                               description="Request rate: the batch becomes the concurrency Little's law gives "
                               "(qps × predicted request latency, iterated to a fixed point).")
