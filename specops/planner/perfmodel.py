@@ -200,13 +200,19 @@ def kv_element_bytes(model: ModelSpec, kv_dtype: str) -> float:
     return (4.0 if model.dtype == "float32" else 2.0) if b is None else b
 
 
+def recurrent_state_bytes(model: ModelSpec) -> float:
+    """Bytes of one sequence's recurrent state over a hybrid model's linear/Mamba layers (constant in length)."""
+    return model.linear_layers * model.state_bytes_per_layer
+
+
 def kv_bytes_per_seq(model: ModelSpec, kv_dtype: str, tokens: float) -> float:
-    """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP)."""
+    """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP): per-token K/V of the
+    attention layers, plus a hybrid model's recurrent state, which does not grow with the tokens."""
     per_layer = (model.kv_lora_rank + (model.kv_rope_dim or 0)) if model.kv_lora_rank else \
         2 * model.kv_heads * model.head_dim
     elem = kv_element_bytes(model, kv_dtype)
-    full_layers = model.layers - model.sliding_layers
-    total = 0.0
+    full_layers = model.layers - model.sliding_layers - model.linear_layers
+    total = recurrent_state_bytes(model)
     if kv_dtype.startswith("turboquant") and not model.kv_lora_rank:
         keep = min(TURBOQUANT_FULL_LAYERS, full_layers)
         total += keep * per_layer * kv_element_bytes(model, "auto") * tokens
@@ -236,12 +242,19 @@ def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: flo
     n = batch * tokens_per_seq
     dense_b, expert_b = _moe_bytes(m, effective_tokens(batch, tokens_per_seq, p.routing_locality))
     # routed experts are read at a lower efficiency (small grouped GEMMs): counted as more bytes
+    # a hybrid model's recurrent state is read once (in kv_bytes_per_seq) and written once per new token: a
+    # verification keeps the state after every verified position so that a rejected draft can roll back
     mem_bytes = dense_b + (expert_b / expert_read_efficiency(m, p.expert_half_mb) if expert_b else 0.0) + \
-        batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
+        batch * (kv_bytes_per_seq(m, kv_dtype, kv_len) + tokens_per_seq * recurrent_state_bytes(m)) * \
+        kv_replication(m, setup.tp)
+    attn_layers = m.layers - m.linear_layers
     attn_len = kv_len
     if m.sliding_layers and m.sliding_window:
-        attn_len = (kv_len * (m.layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / m.layers
-    flops = 2 * m.active_b * 1e9 * n + 4 * m.layers * m.heads * m.head_dim * attn_len * n
+        attn_len = (kv_len * (attn_layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / \
+            attn_layers
+    # recurrent layers: ~4 FLOPs per state element per token (decay, update, readout) instead of attention over L
+    flops = 2 * m.active_b * 1e9 * n + 4 * attn_layers * m.heads * m.head_dim * attn_len * n + \
+        recurrent_state_bytes(m) * n
     t_mem = mem_bytes / setup.tp / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
     eff = p.prefill_compute_efficiency if tokens_per_seq >= PREFILL_TOKENS and p.prefill_compute_efficiency else \
         p.compute_efficiency
@@ -309,6 +322,7 @@ def head_params(target: ModelSpec, method: str) -> float:
 def _head_setup(setup: Setup, params: float) -> Setup:
     t = setup.model
     head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
+                                "linear_layers": 0, "state_bytes_per_layer": 0,
                                 "experts_per_token": None, "sliding_layers": 0, "weight_bits": 16})
     return Setup(head, setup.gpu, setup.tp, setup.profile)
 
@@ -370,9 +384,11 @@ class MemoryEstimate:
 
 
 def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str,
-                    draft_kv_dtype: str | None = None) -> MemoryEstimate:
+                    draft_kv_dtype: str | None = None, spec_tokens: int = 0) -> MemoryEstimate:
     """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory; ``draft_kv_dtype``:
-    the draft's own KV dtype (speculative_config.kv_cache_dtype; None: the target's)."""
+    the draft's own KV dtype (speculative_config.kv_cache_dtype; None: the target's); ``spec_tokens`` (γ): a
+    hybrid model keeps 1 + γ recurrent-state slots per sequence when speculating (vLLM
+    v1/attention/backends/gdn_attn.py and v1/worker/mamba_utils.py: "1 + num_speculative_blocks")."""
     m, p = setup.model, setup.profile
     weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
     draft_gib, draft_kv = 0.0, 0.0
@@ -383,9 +399,10 @@ def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, k
             draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp)
         else:
             draft_gib = draft.params_b * 1e9 * 2 / GIB
-            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0})
+            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0, "linear_layers": 0})
             draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp)
-    kv = kv_bytes_per_seq(m, kv_dtype, seq_tokens) * kv_replication(m, setup.tp) + draft_kv
+    kv = (kv_bytes_per_seq(m, kv_dtype, seq_tokens) + spec_tokens * recurrent_state_bytes(m)) * \
+        kv_replication(m, setup.tp) + draft_kv
     available = setup.tp * (setup.gpu.memory_gib * p.gpu_memory_utilization - p.runtime_reserve_gib)
     return MemoryEstimate(weights, draft_gib, kv / GIB, available)
 
@@ -426,7 +443,8 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
     (a mitigation such as --enforce-eager: :func:`eager_profile`); `draft_kv_dtype`: the draft's own KV dtype."""
     method = draft.method if draft else "none"
     seq = context_len + output_len
-    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype, draft_kv_dtype=draft_kv_dtype)
+    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype, draft_kv_dtype=draft_kv_dtype,
+                          spec_tokens=gamma if draft is not None else 0)
     eff = max(1, min(batch, mem.max_batch())) if mem.max_batch() >= 1 else 1
     kv_len = context_len + output_len / 2
     base = forward_ms(setup, batch=eff, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype)

@@ -674,6 +674,7 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         steps.append(step)
     _task_note(ctx, steps)
     _moe_note(ctx, steps)
+    _hybrid_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -712,6 +713,26 @@ def _moe_note(ctx: Context, steps: list[DecisionStep]) -> None:
                      f"at batch {b} verifying {t} tokens per sequence: {r.line()} "
                      f"(uniform routing, locality {p.routing_locality:g}: an upper bound at small batch; experts read at "
                      f"{r.read_efficiency:.2f} of the dense bandwidth){rested}")
+
+
+def _hybrid_note(ctx: Context, steps: list[DecisionStep]) -> None:
+    """Name a hybrid target (recurrent / linear-attention layers) on the model-size rule: what its memory holds
+    instead of a per-token KV cache, and what a verification costs in those layers."""
+    m = ctx.model
+    step = next((s for s in steps if s.rule == "model_size"), None)
+    if step is None or not m.linear_layers:
+        return
+    from specops.planner.perfmodel import kv_bytes_per_seq, recurrent_state_bytes
+
+    state = recurrent_state_bytes(m)
+    per_token = kv_bytes_per_seq(m, "auto", 2) - kv_bytes_per_seq(m, "auto", 1)
+    full = per_token * m.layers / max(1, m.layers - m.linear_layers)
+    t = (ctx.chosen.gamma + 1) if ctx.chosen is not None and ctx.chosen.gamma else 4
+    step.outcome += (f"; hybrid target: {m.linear_layers} of {m.layers} layers hold a recurrent state "
+                     f"({state / 2**20:.1f} MiB per sequence, whatever its length) instead of KV, so KV is "
+                     f"{per_token / 1024:.0f} KiB per token (all-attention: {full / 1024:.0f} KiB); speculating keeps "
+                     f"1 + γ state slots per sequence (vLLM gdn_attn.py / mamba_utils.py), and a verification of {t} "
+                     f"tokens reads the state once and writes it {t} times (one per position, for rollback)")
 
 
 def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:

@@ -84,6 +84,11 @@ class ModelSpec(_Strict):
     sliding_window: int | None = Field(None, ge=1, description="Window of sliding-window layers.")
     sliding_layers: int = Field(0, ge=0, description="How many layers use the sliding window.")
     mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
+    linear_layers: int = Field(0, ge=0, description="Hybrid models: layers with a recurrent state (Mamba, Gated "
+                               "DeltaNet, linear attention) instead of a per-token KV cache.")
+    state_bytes_per_layer: float = Field(0, ge=0, description="Hybrid models: bytes of one sequence's recurrent "
+                                         "state in one such layer (e.g. GDN: value heads × key dim × value dim × 4 "
+                                         "bytes fp32 + the conv state).")
     architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
         None, description="For the known-bug rows: hybrid = Mamba/GDN/linear-attention layers. Unset: derived from "
         "the experts / sliding-window facts (dense otherwise); a generic --params-b estimate stays unknown.")
