@@ -236,10 +236,13 @@ def _peak_flops(gpu: GPU, model: ModelSpec) -> float:
     return gpu.bf16_tflops * 1e12
 
 
-def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str) -> tuple[float, float]:
-    """(memory time, compute time) in ms of one forward, before overheads: the two sides of the roofline."""
+def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
+                   scored: int | None = None) -> tuple[float, float]:
+    """(memory time, compute time) in ms of one forward, before overheads: the two sides of the roofline.
+    ``scored``: positions whose logits are computed (default every new token; a prefill scores one per sequence)."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
+    scored = n if scored is None else scored
     dense_b, expert_b = _moe_bytes(m, effective_tokens(batch, tokens_per_seq, p.routing_locality))
     # routed experts are read at a lower efficiency (small grouped GEMMs): counted as more bytes
     # a hybrid model's recurrent state is read once (in kv_bytes_per_seq) and written once per new token: a
@@ -253,8 +256,9 @@ def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: flo
         attn_len = (kv_len * (attn_layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / \
             attn_layers
     # recurrent layers: ~4 FLOPs per state element per token (decay, update, readout) instead of attention over L
-    flops = 2 * m.active_b * 1e9 * n + 4 * attn_layers * m.heads * m.head_dim * attn_len * n + \
-        recurrent_state_bytes(m) * n
+    lm_head = m.vocab * m.hidden  # the LM head runs only on the positions that are scored
+    flops = 2 * (m.active_b * 1e9 - lm_head) * n + 2 * lm_head * scored + \
+        4 * attn_layers * m.heads * m.head_dim * attn_len * n + recurrent_state_bytes(m) * n
     t_mem = mem_bytes / setup.tp / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
     eff = p.prefill_compute_efficiency if tokens_per_seq >= PREFILL_TOKENS and p.prefill_compute_efficiency else \
         p.compute_efficiency
@@ -263,16 +267,20 @@ def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: flo
 
 
 def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
-               overhead_ms: float | None = None) -> float:
-    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
+               overhead_ms: float | None = None, scored: int | None = None) -> float:
+    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones;
+    ``scored``: positions whose logits are computed and sampled (default: all new tokens - a verification scores
+    every draft position; a prefill scores only each sequence's last position)."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
-    t_mem, t_cmp = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype)
+    scored = n if scored is None else scored
+    t_mem, t_cmp = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype,
+                                  scored=scored)
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
-    sampler = n * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
-    return t + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n + \
+    sampler = scored * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
+    return t + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * scored + \
         moe_ms(setup, n)
 
 
@@ -300,8 +308,8 @@ def schedule_cost(batch: int) -> float:
 
 def prefill_ms(setup: Setup, context_len: int, kv_dtype: str) -> float:
     """Time to first token for one request: a forward over the whole prompt."""
-    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype) + \
-        setup.profile.prefill_overhead_ms
+    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
+                      scored=1) + setup.profile.prefill_overhead_ms
 
 
 def head_params(target: ModelSpec, method: str) -> float:
@@ -360,9 +368,9 @@ def draft_prefill_ms(setup: Setup, draft: DraftSpec, context_len: int, kv_dtype:
         return 0.0  # no draft KV to fill: prompt lookup, or heads on the target's last hidden state
     if draft.model is not None:
         return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile), context_len, kv_dtype)
-    head = _head_setup(setup, draft.params_b * 1e9)
+    head = _head_setup(setup, draft.params_b * 1e9)  # one layer over the prompt; its LM head scores the last position
     return forward_ms(head, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
-                      overhead_ms=setup.profile.draft_step_overhead_ms)
+                      overhead_ms=setup.profile.draft_step_overhead_ms, scored=1)
 
 
 @dataclass(frozen=True)

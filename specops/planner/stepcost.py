@@ -144,7 +144,8 @@ def predict_row(row: StepRow, profile: EngineProfile, cat: Catalogs | None = Non
     if row.metric == "tpot_ms":  # inter-token latency under continuous serving: other requests' prefills share steps
         return loaded_step_ms(setup, batch=row.batch, context_len=row.context_len, output_len=row.output_len,
                               kv_dtype=kv, step_ms=step)
-    prefill = forward_ms(setup, batch=row.batch, tokens_per_seq=row.context_len, kv_len=row.context_len / 2, kv_dtype=kv)
+    prefill = forward_ms(setup, batch=row.batch, tokens_per_seq=row.context_len, kv_len=row.context_len / 2, kv_dtype=kv,
+                         scored=row.batch) + setup.profile.prefill_overhead_ms
     e2e = prefill + max(0, row.output_len - 1) * step
     if row.metric == "e2e_ms":
         return e2e

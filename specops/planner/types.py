@@ -275,10 +275,15 @@ class Load(_Strict):
 
     qps: float = Field(description="Requests per second asked for.")
     concurrency: int = Field(description="Concurrent requests the plan was made for (its batch).")
-    latency_s: float = Field(description="Predicted request latency at that concurrency: TTFT + output × TPOT.")
+    latency_s: float | None = Field(description="Predicted request latency at that concurrency: TTFT + output × TPOT "
+                                    "under the load; null when the prefills alone exceed the GPU (no finite latency).")
     iterations: int = Field(description="Fixed-point iterations used.")
     converged: bool = Field(description="False: no stable concurrency (the rate exceeds what fits or it cycles).")
     note: str = Field("", description="What to make of it.")
+    prefill_share: float | None = Field(None, description="Share of GPU time the arriving requests' prefills take "
+                                        "(qps × prefill ms / 1000); 1 or more: the prefill alone cannot keep up.")
+    ttft_ms: float | None = Field(None, description="TTFT under this load (incl. the wait for queued prefills).")
+    tpot_ms: float | None = Field(None, description="TPOT under this load (decode steps share the GPU with prefills).")
 
 
 class Plan(_Strict):
