@@ -6,7 +6,9 @@ Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner
 2. the same per engine class, dense/MoE, batch range and metric;
 3. the fit on every row (what each class's constants become) and the worst held-out rows;
 4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price;
-5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out, and the MoE regime.
+5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
+6. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
+   n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
 
 Run: .venv/bin/python bench/stepcost_bench.py
 """
@@ -77,5 +79,39 @@ def main() -> None:
                   f"{s.predicted:.0f} (source held out)")
 
 
+def cases() -> None:
+    """The issue's cases, each printed with the numbers behind it."""
+    from specops.planner import RecommendRequest, recommend
+
+    print("\n== cases (issue 37) ==")
+    for gpu in ("B200", "H100"):
+        line = []
+        for b in (1, 8, 64):
+            p = recommend(RecommendRequest(model="openai/gpt-oss-120b", gpu=gpu, batch_size=b, context_len=128,
+                                           output_len=2048, method="eagle3"))
+            size = next(s for s in p.decision_path if s.rule == "model_size").outcome
+            name = size.split("MoE regime ")[1].split(":")[0]
+            line.append(f"batch {b}: {p.predicted.speedup:.2f}x ({name})")
+        print(f"   gpt-oss-120b + EAGLE-3 on one {gpu} (published B200: 1.36x at 1, 1.25x at 8): " + "; ".join(line))
+    p = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", batch_size=128, context_len=8192,
+                                   method="eagle3", kv_cache_dtype="turboquant_4bit_nc", allow_uncertain=True))
+    cost = next(s for s in p.decision_path if s.rule == "cost_model").outcome
+    print("   Llama-3.1-8B, H100, batch 128, 8K, EAGLE-3 + TurboQuant: " + cost.split("; the launch carries ")[1][:120])
+    print("   n-gram γ=3 on Llama-3.1-8B / H100, speedup / τ by prompt length × batch:")
+    for ctx in (1024, 8192, 32768):
+        vals = []
+        for b in (1, 16, 64):
+            q = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=ctx, batch_size=b,
+                                           method="ngram", num_speculative_tokens=3, allow_uncertain=True)).predicted
+            vals.append(f"b{b} {q.speedup / q.mean_acceptance_length:.2f}")
+        print(f"     {ctx:>6} tokens: " + ", ".join(vals))
+    for qps in (2, 20):
+        ld = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=qps)).load
+        print(f"   --qps {qps}, 4K prompts, 8B on one H100: {'converged' if ld.converged else 'NOT converged'}: {ld.note}")
+    e = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, method="eagle3"))
+    print(f"   TTFT at 4K with an EAGLE-3 head {e.predicted.ttft_ms:.0f} ms vs {e.predicted.baseline_ttft_ms:.0f} ms without")
+
+
 if __name__ == "__main__":
     main()
+    cases()

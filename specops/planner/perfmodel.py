@@ -68,7 +68,13 @@ class EngineProfile(Strict):
         "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
         "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
         "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
-    ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
+    ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step (fixed part).")
+    ngram_lookup_ns_per_token: float = Field(
+        2.0, ge=0, description="CPU time of the n-gram lookup per token of each request's history per step: vLLM's "
+        "proposer scans the history on the CPU (numba KMP, one pass per n-gram size: vllm#22408 'the cost would increase "
+        "linearly when we increase the ngram range'), batched over up to NGRAM_THREADS threads (vllm PR #24986). "
+        "Assumption (~0.5 ns per token per pass, 4 passes for prompt_lookup 2-5): no published timing with lengths "
+        "was found to fit it; vllm#22408 bounds it at 0.9% of a Llama-4-Scout step.")
     token_overhead_ms: float = Field(
         0.015, ge=0, description="Cost per token one step schedules, not hidden behind the weight reads (input "
         "preparation, sampling, rejection sampling, output processing): 15 µs, fitted on the serving engines' "
@@ -335,12 +341,24 @@ def _head_setup(setup: Setup, params: float) -> Setup:
     return Setup(head, setup.gpu, setup.tp, setup.profile)
 
 
+NGRAM_THREADS = 8
+"""vLLM parallelises the n-gram lookup over the batch with at most 8 threads (PR #24986)."""
+
+
+def lookup_ms(profile: EngineProfile, *, batch: int, history: float) -> float:
+    """Prompt lookup (n-gram / suffix) per step: a fixed part plus a scan of every request's history on the CPU,
+    spread over up to NGRAM_THREADS threads. The verification it feeds is priced by forward_ms (γ+1 tokens over
+    the context: KV reads, attention FLOPs, sampling)."""
+    scan = profile.ngram_lookup_ns_per_token * history * batch / min(NGRAM_THREADS, max(1, batch)) / 1e6
+    return profile.ngram_step_ms + scan
+
+
 def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: float, kv_dtype: str) -> float:
     """Cost of drafting γ tokens for a batch (one speculative step)."""
     p = setup.profile
     info = METHODS[draft.method]
     if info.drafting == "lookup" or gamma == 0:
-        return p.ngram_step_ms if gamma else 0.0
+        return lookup_ms(p, batch=batch, history=kv_len) if gamma else 0.0
     if info.family in ("head", "native") and info.drafting == "sequential":
         head = _head_setup(setup, draft.params_b * 1e9)
         one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
