@@ -93,6 +93,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "schedule: its cost outweighs it": (0, r"no schedule", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --parallel-drafting -o json":
         (0, r'"parallel_drafting": true', None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 128 --context-len 8192 --kv-cache-dtype fp8":
+        (0, r"KV fp8", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 4096 --qps 2   # load: prefill share, "
+    "TPOT under load": (0, r"prefills take \d+% of the GPU", None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 64 --method eagle3 -o json   # MoE regime "
+    "in the path": (0, r"MoE regime expert-saturated", None),
+    "specops recommend --model Qwen/Qwen3.5-9B --gpu H100   # hybrid: recurrent state, MTP with "
+    "--no-enable-prefix-caching": (0, r"--no-enable-prefix-caching", None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }
