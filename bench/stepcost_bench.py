@@ -79,6 +79,24 @@ def main() -> None:
                   f"{s.predicted:.0f} (source held out)")
 
 
+def draft_cost_section() -> None:
+    """A draft LM's per-layer overhead per engine class, on the cost side of published draft-size sweeps."""
+    from specops.planner.draftcost import fit_draft_layer_overhead, load_sweeps, sweep_ratio_errors
+    from specops.planner.perfmodel import ENGINE_PROFILES
+
+    print("\n== draft model cost by engine class (ratios between draft sizes in one sweep) ==")
+    rows = load_sweeps()
+    for cls in ("vllm", "tensorrt-llm"):
+        own = [r for r in rows if r.engine_class == cls]
+        prof = ENGINE_PROFILES[cls]
+        for r, pub, pred in sweep_ratio_errors(own, prof):
+            print(f"   {cls:<13} {r.id:<16} speedup / smallest draft's: published {pub:.2f}, predicted {pred:.2f} "
+                  f"(draft_layer_overhead_ms {prof.draft_layer_overhead_ms})")
+        best, med = fit_draft_layer_overhead(own, prof)
+        print(f"   {cls:<13} best draft_layer_overhead_ms on these sweeps: {best} (median |ln ratio| {med:.3f}); shipped "
+              f"{prof.draft_layer_overhead_ms}")
+
+
 def cases() -> None:
     """The issue's cases, each printed with the numbers behind it."""
     from specops.planner import RecommendRequest, recommend
@@ -114,4 +132,5 @@ def cases() -> None:
 
 if __name__ == "__main__":
     main()
+    draft_cost_section()
     cases()

@@ -120,19 +120,22 @@ EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead
 #   lowest median |ln error| on SGLang's 24 published rows; with each SGLang source left out in turn the
 #   fit's held-out median error is 0.160 against 0.158 with vLLM's constants: no better across sources,
 #   kept because it removes the bias on SGLang's rows (bench/planner_bench.py prints both).
-# - tensorrt-llm: 5 rows from 2 sources, too few to fit: vLLM's constants, and the path says so.
+# - tensorrt-llm: 5 rows from 2 sources, too few to fit the step: vLLM's constants, and the path says so; a
+#   separate draft LM's per-layer overhead 0 (planner/draftcost.py: NVIDIA's 405B draft-size sweep, the ratio of
+#   speedups between 1B/3B/8B drafts, is best at the grid's 0 - the draft runs inside the compiled engine).
 # - hf: the eager profile (papers' HF-transformers harnesses).
 ENGINE_PROFILES = {
     "vllm": VLLM_PROFILE,
     "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32,
                                               "moe_layer_overhead_ms": 0.0}),
-    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm"}),
+    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm", "draft_layer_overhead_ms": 0.0}),
     "hf": EAGER_PROFILE,
 }
 PROFILE_SOURCES = {
     "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps)",
     "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows)",
-    "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit, vLLM's constants",
+    "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit the step, vLLM's constants; draft LM per-layer "
+                    "overhead 0 (fitted on NVIDIA's 405B draft-size sweep)",
     "hf": "HF-transformers eager profile (no CUDA graphs, per-layer launch cost)",
 }
 
