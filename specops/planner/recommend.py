@@ -18,7 +18,9 @@ from specops.capabilities import (
     released_version,
 )
 from specops.errors import CapabilityError, FitError, InputError
+from specops.planner.archnotes import hybrid_note, moe_note
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
+from specops.planner.load import at_rate
 from specops.planner.mitigations import launch_mitigations, priced
 from specops.planner.perfmodel import (
     PROFILE_SOURCES,
@@ -673,8 +675,8 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
     _task_note(ctx, steps)
-    _moe_note(ctx, steps)
-    _hybrid_note(ctx, steps)
+    moe_note(ctx, steps)
+    hybrid_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -682,57 +684,6 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
                  "the temperature rule sets")
     return steps
-
-
-def _moe_note(ctx: Context, steps: list[DecisionStep]) -> None:
-    """Name a mixture-of-experts target on the model-size rule: its size bucket is by total parameters, but a
-    step reads the active ones, and verifying t tokens reads the experts t tokens touch - which regime the
-    layout is in (planner/moe.py), and the published baseline rows of this model the step cost rests on."""
-    m = ctx.model
-    step = next((s for s in steps if s.rule == "model_size"), None)
-    if step is None or not m.is_moe:
-        return
-    from specops.planner.moe import regime
-    from specops.planner.perfmodel import roofline_terms
-    from specops.planner.stepcost import rows_for_model
-
-    chosen, p, req = ctx.chosen, ctx.setup.profile, ctx.request
-    t = (chosen.gamma + 1) if chosen is not None and chosen.method != "none" and chosen.gamma else 4
-    b = chosen.effective_batch if chosen is not None else req.batch_size
-    kv = chosen.kv_dtype if chosen is not None else "auto"
-    mem, cmp_ = roofline_terms(ctx.setup, batch=b, tokens_per_seq=t, kv_len=req.context_len + req.output_len / 2,
-                               kv_dtype=kv)
-    r = regime(m, batch=b, verify_tokens=t, compute_bound=cmp_ > mem, locality=p.routing_locality,
-               half_mb=p.expert_half_mb)
-    step.input += f", moe: {m.active_b:g}B active of {m.params_b:g}B, top-{m.experts_per_token} of {m.experts} experts"
-    rows = rows_for_model(m.id)
-    rested = (f"; step cost checked on {len(rows)} published baseline rows of this model "
-              f"({', '.join(rows[:3])}{', ...' if len(rows) > 3 else ''}; bench/stepcost_bench.py)" if rows else
-              "; no published baseline row of this model: the MoE terms rest on other MoE targets' rows")
-    step.outcome += (f"; MoE target: a decode step reads the {m.active_b:g}B active parameters, not {m.params_b:g}B; "
-                     f"at batch {b} verifying {t} tokens per sequence: {r.line()} "
-                     f"(uniform routing, locality {p.routing_locality:g}: an upper bound at small batch; experts read at "
-                     f"{r.read_efficiency:.2f} of the dense bandwidth){rested}")
-
-
-def _hybrid_note(ctx: Context, steps: list[DecisionStep]) -> None:
-    """Name a hybrid target (recurrent / linear-attention layers) on the model-size rule: what its memory holds
-    instead of a per-token KV cache, and what a verification costs in those layers."""
-    m = ctx.model
-    step = next((s for s in steps if s.rule == "model_size"), None)
-    if step is None or not m.linear_layers:
-        return
-    from specops.planner.perfmodel import kv_bytes_per_seq, recurrent_state_bytes
-
-    state = recurrent_state_bytes(m)
-    per_token = kv_bytes_per_seq(m, "auto", 2) - kv_bytes_per_seq(m, "auto", 1)
-    full = per_token * m.layers / max(1, m.layers - m.linear_layers)
-    t = (ctx.chosen.gamma + 1) if ctx.chosen is not None and ctx.chosen.gamma else 4
-    step.outcome += (f"; hybrid target: {m.linear_layers} of {m.layers} layers hold a recurrent state "
-                     f"({state / 2**20:.1f} MiB per sequence, whatever its length) instead of KV, so KV is "
-                     f"{per_token / 1024:.0f} KiB per token (all-attention: {full / 1024:.0f} KiB); speculating keeps "
-                     f"1 + γ state slots per sequence (vLLM gdn_attn.py / mamba_utils.py), and a verification of {t} "
-                     f"tokens reads the state once and writes it {t} times (one per position, for rollback)")
 
 
 def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
@@ -780,78 +731,4 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
 
     if request.qps is None:
         return once(request)
-    return _at_rate(request, once)
-
-
-def _at_rate(request: RecommendRequest, once):
-    """Little's law: N requests in flight = qps × latency(N), latency = TTFT + output × TPOT of the plan made at
-    batch N with the prefills of the arriving requests sharing the GPU (planner/load.py: TPOT/(1 − ρ), TTFT with
-    the wait for queued prefills, ρ = qps × prefill time). The plan's batch is the smallest N that keeps up,
-    ceil(qps × latency(N)) ≤ N: the first point of a geometric grid over 1..(the batch that fits) that keeps up,
-    then bisection below it (at large N latency can grow faster than N/qps, so "N keeps up" is an interval, not
-    every N above one). A rate whose prefills alone need the whole GPU (ρ ≥ 1), or that no N that fits keeps up
-    with, is not converged, and the note names the limit."""
-    import math
-
-    from specops.planner.load import loaded
-    from specops.planner.types import Load
-
-    cache: dict[int, tuple] = {}
-
-    def at(n: int):
-        if n not in cache:
-            plan = once(request.model_copy(update={"batch_size": n, "qps": None}))
-            ld = loaded(request.qps, prefill_ms=plan.predicted.ttft_ms, tpot_ms=plan.predicted.tpot_ms,
-                        output_len=request.output_len)
-            need = max(1, math.ceil(request.qps * ld.latency_s)) if ld.feasible else math.inf
-            cache[n] = plan, ld, need
-        return cache[n]
-
-    def load(plan, ld, n: int, converged: bool, note: str) -> Load:
-        return Load(qps=request.qps, concurrency=n, latency_s=round(ld.latency_s, 3) if ld.feasible else None,
-                    iterations=len(cache), converged=converged, note=note, prefill_share=round(ld.prefill_share, 3),
-                    ttft_ms=round(ld.ttft_ms, 1) if ld.feasible else None,
-                    tpot_ms=round(ld.tpot_ms, 2) if ld.feasible else None)
-
-    plan, ld, _ = at(1)
-    if not ld.feasible:
-        plan.load = load(plan, ld, 1, False, ld.limit_note(request.qps, plan.predicted.ttft_ms, request.context_len))
-        plan.warnings.append(plan.load.note)
-        return plan
-    fit = max(1, plan.memory.max_batch_that_fits)
-    # latency grows with N, faster than N/qps once the batch is large, so the N that keep up form an interval:
-    # walk a geometric grid up to the batch that fits for the first N that keeps up, then bisect below it
-    grid, n = [], 1
-    while n < fit:
-        grid.append(n)
-        n = max(n + 1, int(n * 1.5))
-    grid.append(fit)
-    prev, hi = 0, None
-    for n in grid:
-        if at(n)[2] <= n:
-            hi = n
-            break
-        prev = n
-    if hi is None:
-        plan, ld, need = at(fit)
-        best = max((k * 1000 / c[1].tpot_ms for k, c in cache.items() if c[1].feasible), default=0.0)
-        note = (ld.limit_note(request.qps, plan.predicted.ttft_ms, request.context_len) if not ld.feasible else
-                f"{request.qps:g} req/s needs {need} requests in flight but {fit} fit at once: the queue grows without "
-                f"bound (prefills take {ld.prefill_share:.0%} of the GPU; the decode then reaches at most {best:,.0f} "
-                f"tokens/s against the {request.qps * request.output_len:,.0f} the rate asks); add GPUs or shorten the "
-                "context")
-        plan.load = load(plan, ld, fit, False, note)
-        plan.warnings.append(plan.load.note)
-        return plan
-    lo = prev + 1  # at(hi) keeps up, at(prev) does not
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if at(mid)[2] <= mid:
-            hi = mid
-        else:
-            lo = mid + 1
-    plan, ld, need = at(hi)
-    plan.load = load(plan, ld, hi, True, f"{request.qps:g} req/s at {ld.latency_s:.2f} s a request keeps {hi} requests "
-                     f"in flight; prefills take {ld.prefill_share:.0%} of the GPU, so TPOT {plan.predicted.tpot_ms:.1f} "
-                     f"-> {ld.tpot_ms:.1f} ms and TTFT {plan.predicted.ttft_ms:.0f} -> {ld.ttft_ms:.0f} ms under this load")
-    return plan
+    return at_rate(request, once)
