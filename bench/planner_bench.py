@@ -23,11 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specops.planner.evidence import (  # noqa: E402
-    CLASS_GPU,
     SERVING_ENGINES,
     batch_range,
     cross_validate,
-    interval,
     sweep_points,
 )
 from specops.planner.perfmodel import EAGER_PROFILE, VLLM_PROFILE  # noqa: E402
@@ -72,13 +70,7 @@ def main() -> None:
     print("-- per batch range (serving engines) --")
     for rng in ("1-2", "3-16", "17-64", "65+"):
         print(_line(rng, [r.error for r in results if r.row.engine in SERVING_ENGINES and batch_range(r.row.batch) == rng]))
-    inside = [r for r in results
-              if (ev := interval(r.predicted, method=r.row.method, batch=r.row.batch, gpu=CLASS_GPU[r.gpu_class],
-                                 moe=r.moe, residuals=[x for x in results if x.row.source != r.row.source]))
-              and ev.speedup_low <= r.row.speedup <= ev.speedup_high]
-    served = sum(r.row.engine in SERVING_ENGINES for r in inside)
-    print(f"-- intervals: {len(inside)}/{len(results)} published speedups ({served}/{len(serving)} on serving "
-          "engines) fall inside the range built without their own source --")
+    print("-- ranges (coverage, width, P(gain), regret): bench/uncertainty_bench.py --")
     print("-- worst rows --")
     for r in sorted(results, key=lambda r: r.error, reverse=True)[:8]:
         print(f"{r.error:.2f}  {r.row.source[:50]} ({r.row.location[:40]}): published {r.row.speedup:.2f}x, "

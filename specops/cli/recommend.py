@@ -56,8 +56,11 @@ def recommend_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json, yaml, or deployment (a DeploymentSpec "
                                "YAML for `specops deploy`)."),
     name: str = typer.Option(None, "--name", help="Deployment name for --output deployment (default: from the model)."),
-    allow_uncertain: bool = typer.Option(False, "--allow-uncertain", help="Speculate even when the lower end of "
-                                         "the predicted speedup's range (from similar published rows) is below 1."),
+    allow_uncertain: bool = typer.Option(False, "--allow-uncertain", help="Keep the cost model's pick "
+                                         "(the best predicted speedup) whatever its chance of a gain, with a warning."),
+    min_p_gain: float = typer.Option(None, "--min-p-gain", help="Risk level, 0-1: choose only candidates whose "
+                                     "chance of a speedup above 1 is at least this (default 0.8; see "
+                                     "docs/recommend.md)."),
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
 ) -> None:
@@ -71,8 +74,8 @@ def recommend_command(
                                 gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
                                 temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                                 objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
-                                draft=draft, allow_uncertain=allow_uncertain or None, qps=qps, engine=engine,
-                                parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype)
+                                draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
+                                engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype)
         plan = recommend_with_defaults(request, calibration=calibration)
         if fmt == "deployment":
             typer.echo(deployment_yaml(plan, name), nl=False)

@@ -1,20 +1,15 @@
-"""How sure a prediction is: the model's cross-validated error on published rows like it.
+"""The model's out-of-source errors on published rows: the residuals every range is calibrated on.
 
 ``cross_validate`` predicts every published row that states a speedup, a method vLLM has and γ
-(playbooks/data, DATA_FILES) with acceptance priors calibrated *without that row's source*
-(leave-one-source-out), and keeps the residual ln(published / predicted). ``interval`` turns the
-residuals of the rows most like a prediction (same method, batch range, dense or MoE target, GPU
-class; relaxed one at a time until ``MIN_ROWS`` rows are found; rows measured on serving engines
-first, any harness when too few) into a range around the predicted
-speedup: [speedup·e^(q10−0.1), speedup·e^(q90+0.1)] of those residuals (min/max below 5 rows; the 0.1
-is for the spread between sources, see WIDEN). When only the
-method, or nothing, matches, the range is marked ``near=False``: the prediction extrapolates and
-says so.
+(playbooks/data, DATA_FILES; with ``unstated_gamma`` also rows that leave γ to specops, predicted at the
+model's best γ) with acceptance priors calibrated *without that row's source* (leave-one-source-out),
+and keeps the residual ln(published / predicted) with the prediction's τ and target architecture.
+How the residuals become ranges, P(gain) and the pick: :mod:`specops.planner.uncertainty`.
 
 Rows are predicted as the bench always did: the published target (catalog entry, else a generic
-model of its size), the hardware named (A100-80GB when none), the vLLM profile for serving engines
-and the eager profile for paper harnesses, 512 context / 256 output tokens (most rows do not state
-them).
+model of its size; rows stated as `recommend` arguments resolve their --model, --params-b and
+--quantization as recommend does), the hardware named (A100-80GB when none), the engine's profile,
+512 context / 256 output tokens (most rows do not state them).
 """
 
 from __future__ import annotations
@@ -22,11 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
-from pydantic import Field
-
-from specops.models import Strict
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
     DraftSpec,
@@ -38,15 +29,6 @@ from specops.planner.perfmodel import (
 )
 from specops.planner.priors import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 
-MIN_ROWS = 3
-QUANTILES = (0.1, 0.9)  # of the similar rows' residuals: the range's ends (min/max below 5 rows)
-WIDEN = 0.1
-"""Both ends move out by e^±0.1 for the spread between sources. Built only from other sources' rows,
-the range holds 64 of 102 published speedups (36 of 53 on serving engines) - fewer than the 80% its
-quantiles suggest: sources disagree more than rows within one source. A wider margin (0.2: 64 of 88 before the batch sweeps were added)
-would put the lower end of well-published cases (Llama-3.1-8B + EAGLE-3 at batch 1, DeepSeek-V3 MTP)
-below 1. `make bench` prints the figures for the rows shipped now."""
-CLASS_GPU = {"hopper+": "H100", "a100": "A100-80GB", "consumer": "RTX4090", "other": "TPU-v4"}
 SERVING_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 
 # Published target names -> catalog entries (None: estimated from params_b); first match wins.
@@ -97,42 +79,35 @@ class Residual:
     log_ratio: float   # ln(published / predicted)
     gpu_class: str
     moe: bool
+    tau: float = 0.0           # predicted tokens per verification step (0: not recorded)
+    arch: str | None = None    # the target's ModelSpec.kind(): dense, moe, hybrid, sliding_window, None
 
     @property
     def error(self) -> float:
         return abs(self.log_ratio)
 
 
-class PredictionEvidence(Strict):
-    """What stands behind a predicted speedup."""
-
-
-    speedup_low: float = Field(description="Lower end: predicted × e^(10th percentile residual of similar rows).")
-    speedup_high: float = Field(description="Upper end: predicted × e^(90th percentile residual).")
-    rows: int = Field(description="Published rows the range comes from.")
-    matched_on: str = Field(description="What those rows share with the prediction.")
-    near: bool = Field(description="False: no published row is near (only the method, or nothing, matched).")
-    median_error: float = Field(description="Median |ln(published/predicted)| of those rows, left out of the fit.")
-    sources: list[str] = Field(default_factory=list, description="Up to three of the sources behind the range.")
-
-    def line(self) -> str:
-        near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
-        return (f"{self.speedup_low:.2f}x-{self.speedup_high:.2f}x from {self.rows} published rows with the same "
-                f"{self.matched_on} (cross-validated median error {self.median_error:.2f}){near}")
-
-
 def _target(row: PublishedRow, cat: Catalogs):
+    if row.catalog_target:
+        from specops.errors import SpecopsError
+
+        try:
+            return cat.model(row.target, params_b=None if cat.catalog_model(row.target) else row.params_b or 7,
+                             quantization=row.quantization)
+        except SpecopsError:  # a quantized checkpoint the catalog does not know: its size, 16-bit
+            pass
     name = row.target.lower()
     for key, entry in TARGETS:
         if key in name and entry:
             spec = cat.model(entry)  # the published row ran NVFP4 weights: its bytes, not a launchable checkpoint
             return spec.model_copy(update={"weight_bits": 4.5, "quantization": "nvfp4"}) if "nvfp4" in name else spec
     active = re.search(r"-a(\d+(?:\.\d+)?)b\b", name)  # Qwen-style names state the active size: -A3B
-    total = row.params_b or _size_in_name(name) or 7
+    total = row.params_b or size_in_name(name) or 7
     return generic_model(row.target, total, float(active.group(1)) if active and looks_moe(name) else None)
 
 
-def _size_in_name(name: str) -> float | None:
+def size_in_name(name: str) -> float | None:
+    """Billions of parameters a model name states (\"70b\", \"1.5b\", \"1t\"), else None."""
     m = re.search(r"(\d+(?:\.\d+)?)\s*([bt])\b", name)
     return float(m.group(1)) * (1000 if m.group(2) == "t" else 1) if m else None
 
@@ -159,12 +134,31 @@ def _draft(row: PublishedRow, model) -> DraftSpec:
     if row.method == "draft_model":
         arch = generic_model("draft", row.draft_params_b or model.params_b * DRAFT_REF_RATIO)
         return DraftSpec("draft_model", "draft", arch.params_b, model=arch)
+    if row.method == "dflash":  # a block-diffusion draft of a head's size, as recommend's typical one
+        size = head_params(model, "dflash") / 1e9
+        return DraftSpec("dflash", "draft", size, model=generic_model("draft", size))
     return DraftSpec(row.method, None, head_params(model, row.method) / 1e9, row.generation)
 
 
-def predictable(row: PublishedRow) -> bool:
-    """A row the model can be checked on: a speedup, a vLLM method and γ."""
-    return row.speedup is not None and row.method is not None and bool(row.gamma)
+def predictable(row: PublishedRow, *, unstated_gamma: bool = False) -> bool:
+    """A row the model can be checked on: a speedup, a vLLM method and γ (or, with ``unstated_gamma``,
+    a chain whose γ the source leaves unstated)."""
+    return row.speedup is not None and row.method is not None and (bool(row.gamma) or unstated_gamma and
+                                                                    row.structure == "chain")
+
+
+BEST_GAMMA_RANGE = range(1, 8)
+"""γ tried for rows that do not state it (recommend's own range at temperature ≤ 1)."""
+
+
+def predict_at_best_gamma(row: PublishedRow, priors, cat: Catalogs, profiles):
+    from dataclasses import replace
+
+    from specops.planner.perfmodel import best_gamma
+
+    evals = {g: predict_row(replace(row, gamma=g), priors, cat, profiles) for g in BEST_GAMMA_RANGE}
+    best = best_gamma([e for e, _ in evals.values()]) or max((e for e, _ in evals.values()), key=lambda e: e.speedup)
+    return evals[best.gamma]
 
 
 def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
@@ -183,76 +177,31 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
     return e, setup
 
 
+def fit_priors(rows: list[PublishedRow], *, exclude_source: str | None = None):
+    """The acceptance priors a held-out prediction uses, fitted without ``exclude_source``: the one place
+    every cross-validation here (and bench/uncertainty_bench.py's nested folds) fits them, so a new
+    acceptance model plugs in once and the residuals stay those of the shipped predictor."""
+    return calibrate(rows, exclude_source=exclude_source)
+
+
 def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None,
-                   profiles=None) -> list[Residual]:
-    """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`)."""
+                   profiles=None, *, unstated_gamma: bool = False) -> list[Residual]:
+    """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`;
+    ``unstated_gamma``: see :func:`predictable`)."""
     rows = rows if rows is not None else load_published()
     cat = catalogs or load_catalogs()
     by_source: dict = {}
     out = []
     for row in rows:
-        if not predictable(row):
+        if not predictable(row, unstated_gamma=unstated_gamma):
             continue
-        priors = by_source.setdefault(row.source, calibrate(rows, exclude_source=row.source))
-        e, setup = predict_row(row, priors, cat, profiles)
+        if row.source not in by_source:  # once per source (setdefault would calibrate for every row)
+            by_source[row.source] = fit_priors(rows, exclude_source=row.source)
+        priors = by_source[row.source]
+        e, setup = predict_row(row, priors, cat, profiles) if row.gamma else predict_at_best_gamma(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),
-                            setup.model.is_moe or looks_moe(row.target)))
+                            setup.model.is_moe or looks_moe(row.target), e.tau, setup.model.kind()))
     return out
-
-
-@lru_cache(maxsize=1)
-def default_residuals() -> tuple[Residual, ...]:
-    """Residuals on the shipped rows: computed once per installation and kept in
-    ``$SPECOPS_HOME/cache/residuals-<key>.pickle``, the key hashing every input (the playbooks and the
-    planner's code), so a changed row, catalog entry or formula recomputes them."""
-    from specops.planner.diskcache import cached
-
-    return tuple(cached("residuals", lambda: tuple(cross_validate())))
-
-
-def _residuals_key() -> str:
-    from specops.planner.diskcache import input_key
-
-    return input_key()
-
-
-def _quantile(values: list[float], q: float) -> float:
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def interval(speedup: float, *, method: str, batch: int, gpu: str, moe: bool,
-             residuals: tuple[Residual, ...] | list[Residual] | None = None) -> PredictionEvidence:
-    """The range around ``speedup`` from the residuals of the published rows most like it."""
-    res = list(residuals if residuals is not None else default_residuals())
-    cls, rng = gpu_class(gpu), batch_range(batch)
-    levels = [
-        ("method, batch range, dense/MoE and GPU class",
-         lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe and r.gpu_class == cls,
-         True),
-        ("method, batch range and dense/MoE",
-         lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe, True),
-        ("method and batch range", lambda r: r.row.method == method and batch_range(r.row.batch) == rng, True),
-        ("method", lambda r: r.row.method == method, False),
-        ("nothing (all rows)", lambda r: True, False),
-    ]
-    for label, keep, near in levels:  # noqa: B007 - the last level matches every row: the loop always breaks
-        alike = [r for r in res if keep(r) and (r.row.batch_known or r.row.batch == 1)]
-        serving = [r for r in alike if r.row.engine in SERVING_ENGINES]
-        pick = serving if len(serving) >= MIN_ROWS else alike
-        if len(pick) >= MIN_ROWS or keep is levels[-1][1]:
-            label += " (serving engines)" if pick is serving else ""
-            break
-    logs = [r.log_ratio for r in pick] or [0.0]
-    lo, hi = (_quantile(logs, QUANTILES[0]), _quantile(logs, QUANTILES[1])) if len(logs) >= 5 else (min(logs), max(logs))
-    lo, hi = lo - WIDEN, hi + WIDEN
-    sources = list(dict.fromkeys(r.row.source.split(",")[0][:60] for r in pick))[:3]
-    errors = sorted(abs(x) for x in logs)
-    return PredictionEvidence(speedup_low=round(speedup * math.exp(lo), 3), speedup_high=round(speedup * math.exp(hi), 3),
-                    rows=len(pick), matched_on=label, near=near, median_error=round(_quantile(errors, 0.5), 3),
-                    sources=sources)
 
 
 @dataclass(frozen=True)

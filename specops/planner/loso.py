@@ -74,13 +74,14 @@ def errors(scored: Iterable[Scored]) -> list[float]:
     return [abs(e) for s in scored if (e := s.log_error) is not None]
 
 
-def summary_line(label: str, scored: Sequence[Scored]) -> str:
-    """``<label> LOSO: median |ln| X over N rows`` (+ how many rows had no prediction)."""
+def summary_line(label: str, scored: Sequence[Scored], *, measure: str = "|ln|") -> str:
+    """``<label> LOSO: median |ln| X over N rows`` (+ how many rows had no prediction); ``measure`` names
+    the error (``|ln τ|`` for acceptance lengths)."""
     errs = errors(scored)
     missing = len(scored) - len(errs)
     med = statistics.median(errs) if errs else float("nan")
     tail = f" ({missing} without evidence near them, not predicted)" if missing else ""
-    return f"{label} LOSO: median |ln| {med:.3f} over {len(errs)} rows{tail}"
+    return f"{label} LOSO: median {measure} {med:.3f} over {len(errs)} rows{tail}"
 
 
 def by_stratum(scored: Sequence[Scored], key: Callable[[Scored], Hashable]) -> dict[Hashable, list[Scored]]:

@@ -89,8 +89,11 @@ class EngineProfile(Strict):
         "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py); 9.4 MB keeps "
         "Qwen3-30B-A3B's experts at the 0.5 fitted with moe_layer_overhead_ms on moe_baselines_2026-12.csv.")
     routing_locality: float = Field(
-        0.0, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
-        "sequence already chose (planner/moe.py); 0: independent routing, an upper bound on experts verified.")
+        0.25, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
+        "sequence already chose (planner/moe.py; 0: independent routing, an upper bound on experts verified). "
+        "0.25: with each source of the MoE-target published speedups held out in turn, the grid (0, 0.25, 0.5, "
+        "0.75) picks 0.25 or 0.5, never 0 (nested median |ln| 0.157 vs 0.159 at 0 over 32 rows; all 102 rows "
+        "0.177 vs 0.209); docs/performance-model.md.")
     moe_layer_overhead_ms: float = Field(
         0.06, ge=0, description="Fixed cost per MoE layer per forward (router, top-k, token permute/unpermute, "
         "grouped-GEMM launches), fitted on published MoE baseline TPOTs (playbooks/data/moe_baselines_2026-12.csv).")

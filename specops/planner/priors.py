@@ -23,6 +23,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from specops.planner.types import MeasuredAcceptance
@@ -62,6 +63,7 @@ TASK_CLASS = {"code": "code", "math": "math", "chat": "chat", "creative": "chat"
               "summarization": "summarization", "rag": "summarization", "agentic": "summarization"}
 
 
+@lru_cache(maxsize=8192)
 def solve_alpha(tau: float, gamma: int, decay: float) -> float | None:
     """α0 with τ(α0, d, γ) = τ (:func:`specops.speculation.bisect`); None when τ is out of range."""
     if gamma < 1 or not (1.0 < tau < gamma + 1):
@@ -103,6 +105,8 @@ class PublishedRow:
     notes: str
     context_len: int | None = None  # prompt tokens, where the row states them ("prefill 8000 tokens")
     draft_id: str | None = None     # the draft's hub id where the row names it ("EAGLE-3 (org/name)")
+    quantization: str | None = None  # --quantization of the setup, for rows stated as recommend arguments
+    catalog_target: bool = False    # target is a --model value (catalog id or hub id with params_b), not a paper's name
 
     @property
     def draft_ratio(self) -> float | None:
@@ -297,6 +301,7 @@ class AcceptancePrior:
     decay: float
     source: str
     per_position: tuple[float, ...] | None = None  # measured cumulative rates (vLLM per-position / drafts)
+    evidence: object | None = field(default=None, compare=False)  # acceptance.AcceptanceEstimate, when it came from there
 
     def cumulative(self, gamma: int) -> list[float]:
         """P(first k drafts accepted), k = 1..γ."""
@@ -338,23 +343,29 @@ class Priors:
     named: dict[str, list[tuple[float, str, str, str, str]]] = field(default_factory=dict)
     draft_slope: float = DEFAULT_DRAFT_SLOPE
     slope_source: str = "default"
+    acceptance: object | None = None  # specops.planner.acceptance.AcceptanceModel: used first when set
+    pinned: frozenset[tuple[str, str]] = frozenset()  # (method, task class) set by override(): the table wins
 
     def _copy(self, **changes) -> Priors:
         values = dict(table=dict(self.table), temperature_lambda=self.temperature_lambda, measured=list(self.measured),
                       lambda_source=self.lambda_source, named=dict(self.named), draft_slope=self.draft_slope,
-                      slope_source=self.slope_source)
+                      slope_source=self.slope_source, acceptance=self.acceptance, pinned=self.pinned)
         values.update(changes)
         return Priors(**values)
 
     def with_measured(self, *items: MeasuredAcceptance) -> Priors:
         return self._copy(measured=[*self.measured, *items])
 
+    def with_acceptance(self, model) -> Priors:
+        """A copy that asks the acceptance model (:mod:`specops.planner.acceptance`) first."""
+        return self._copy(acceptance=model)
+
     def override(self, method: str, task: str, alpha0: float, source: str = "override") -> Priors:
         """A copy with one (method, chain, task) prior replaced: for what-ifs and tests."""
         table = dict(self.table)
         table[(method, "chain", TASK_CLASS.get(task, task))] = [(alpha0, source)]
         named = {k: [e for e in v if e[2] != method] for k, v in self.named.items()}
-        return self._copy(table=table, named=named)
+        return self._copy(table=table, named=named, pinned=self.pinned | {(method, TASK_CLASS.get(task, task))})
 
     def _published(self, method: str, structure: str, task_class: str) -> tuple[float, str] | None:
         entries = self.table.get((method, structure, task_class))
@@ -389,17 +400,27 @@ class Priors:
         return alpha, f"published for this draft: {same[0][1]}{more}{conv}{note}"
 
     def lookup(self, method: str, *, task: str, temperature: float = 0.0, generation: str | None = None,
-               structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None) -> AcceptancePrior:
-        """α0 for one candidate. Order: measured for this draft; published rows that name this draft; the
-        method's own published rows (same structure, then the other structure converted by TREE_BONUS);
-        a related method's rows (FALLBACK, said in the source); DEFAULT_ALPHA. ``draft_ratio`` (draft_model:
-        draft params / target params) moves the pooled α along DRAFT_REF_RATIO's slope."""
+               structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
+               target: str | None = None) -> AcceptancePrior:
+        """α0 for one candidate. Order: measured for this draft; the acceptance model when attached (fitted on
+        playbooks/data/acceptance_2026-12.csv, :mod:`specops.planner.acceptance`; ``target`` names the model
+        for its family effect); published rows that name this draft; the method's own published rows (same
+        structure, then the other structure converted by TREE_BONUS); a related method's rows (FALLBACK, said
+        in the source); DEFAULT_ALPHA. ``draft_ratio`` (draft_model: draft params / target params) moves the
+        pooled α along DRAFT_REF_RATIO's slope."""
         decay = 1.0 if structure == "tree" else decay_for(method, generation)
         for m in self.measured:
             if m.method == method and m.task == task and m.draft in ("*", draft):
                 return AcceptancePrior(m.per_position[0], decay, f"measured: {m.samples} samples",
                                        tuple(m.per_position))
         task_class = TASK_CLASS.get(task, task)
+        if self.acceptance is not None and (method, task_class) not in self.pinned:
+            from specops.planner.acceptance import estimate_prior
+
+            prior = estimate_prior(self.acceptance, method, task=task, temperature=temperature, generation=generation,
+                                   structure=structure, draft=draft, draft_ratio=draft_ratio, target=target)
+            if prior is not None:
+                return prior
         found = self._named(draft, method, structure, task_class)
         if found is None:
             chain_of = [method]
@@ -497,8 +518,14 @@ def calibrate(rows: list[PublishedRow], *, exclude_source: str | None = None) ->
 
 
 def default_priors() -> Priors:
-    """Priors calibrated on every published row shipped in playbooks/data (computed once per set of
-    inputs, see :mod:`specops.planner.diskcache`)."""
+    """Priors calibrated on every published row shipped in playbooks/data, with the acceptance model fitted
+    on playbooks/data/acceptance_2026-12.csv attached (computed once per set of inputs, see
+    :mod:`specops.planner.diskcache`)."""
     from specops.planner.diskcache import cached
 
-    return cached("priors", lambda: calibrate(load_published()))
+    def build() -> Priors:
+        from specops.planner.acceptance import fit, load_rows
+
+        return calibrate(load_published()).with_acceptance(fit(load_rows()))
+
+    return cached("priors", build)

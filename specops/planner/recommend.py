@@ -75,8 +75,9 @@ class Context:
     schedule_note: str | None = None  # why a schedule was or was not shipped (shown in the decision path)
     measured: MeasuredModel | None = None  # a fitted model from `specops tune`: ranks what it measured
     hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
-    residuals: tuple | None = None  # cross-validated residuals of published rows (None: the shipped ones)
-    evidence: object | None = None  # the chosen candidate's Evidence (specops.planner.evidence)
+    residuals: object | None = None  # a specops.planner.uncertainty.Calibration, or residuals (None: the shipped ones)
+    evidence: object | None = None  # the chosen candidate's Uncertainty (specops.planner.uncertainty)
+    picked: Evaluation | None = None  # the cost model's pick by point, before the evidence rule
     mitigation_cache: dict = field(default_factory=dict)  # (method, kv, draft) -> mitigation flags (planner/mitigations)
 
     @property
@@ -402,14 +403,20 @@ def check_kv_cache(ctx: Context, rule: TreeRule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=shown, outcome=outcome)
 
 
+def prior_for(ctx: Context, method: str):
+    """The acceptance prior of one candidate method (None without a draft)."""
+    req, draft = ctx.request, ctx.drafts.get(method) if method != "none" else None
+    if draft is None:
+        return None
+    ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
+    return ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
+                             draft=draft.id, draft_ratio=ratio, target=ctx.model.id)
+
+
 def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool = False) -> Evaluation:
     req = ctx.request
     draft = ctx.drafts.get(method) if method != "none" else None
-    prior = None
-    if draft is not None:
-        ratio = draft.params_b / ctx.model.params_b if method == "draft_model" else None
-        prior = ctx.priors.lookup(method, task=req.task, temperature=req.temperature, generation=draft.generation,
-                                  draft=draft.id, draft_ratio=ratio)
+    prior = prior_for(ctx, method)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
                  batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
     flags = launch_mitigations(ctx, method, e.kv_dtype, draft.id if draft else None, e.gamma) if draft else ()
@@ -468,15 +475,18 @@ def _second_hand(e: Evaluation) -> str:
     return " and ".join(why)
 
 
-def _choose(ctx: Context, rows: list[Evaluation]) -> Evaluation:
+def _choose(ctx: Context, rows: list[Evaluation], score=None) -> Evaluation:
+    """The best by ``score`` (default :func:`_score`), near-ties broken by own acceptance, the tree's
+    preference order and the smaller γ."""
+    score = score or (lambda e: _score(ctx, e))
     feasible = [e for e in rows if _meets(ctx, e)] or rows
-    best = max(_score(ctx, e) for e in feasible)
-    near = [e for e in feasible if _score(ctx, e) >= best * (1 - NEAR_TIE)]
+    best = max(score(e) for e in feasible)
+    near = [e for e in feasible if score(e) >= best * (1 - NEAR_TIE)]
     prefer = ctx.constraints.prefer
 
     def rank(e: Evaluation) -> tuple:
         order = prefer.index(e.method) if e.method in prefer else len(prefer)
-        return (-_score(ctx, e) if e.method == "none" else 0, bool(_second_hand(e)), order, e.gamma)
+        return (-score(e) if e.method == "none" else 0, bool(_second_hand(e)), order, e.gamma)
 
     top = [e for e in near if e.method != "none"] or near
     return min(top, key=rank)
@@ -509,7 +519,7 @@ def check_cost_model(ctx: Context, rule: TreeRule) -> DecisionStep:
     chosen = _choose(ctx, rows) if not req.method else max(rows, key=lambda e: _score(ctx, e))
     if not req.method and chosen.method != "none" and chosen.speedup < 1.0:
         chosen = next(e for e in rows if e.method == "none")
-    ctx.chosen = picked = chosen
+    ctx.chosen = ctx.picked = picked = chosen
     if ctx.constraints.schedule and chosen.method != "none" and not req.num_speculative_tokens:
         if ctx.schedule_supported:
             _build_schedule(ctx)
@@ -619,45 +629,98 @@ def _build_schedule(ctx: Context) -> None:
 
 
 def evidence_for(ctx: Context, e: Evaluation):
-    """The range of ``e``'s speedup from similar published rows (None for no speculation, or when a
-    measured model, not the roofline, predicted it)."""
+    """The :class:`~specops.planner.uncertainty.Uncertainty` of ``e``'s speedup (None for no speculation,
+    or when a measured model, not the roofline, predicted it)."""
     if e.method == "none" or (ctx.measured is not None and e.method in ctx.measured.drafts()):
         return None
-    from specops.planner.evidence import interval
+    from specops.planner import uncertainty as unc
 
-    return interval(e.speedup, method=e.method, batch=e.effective_batch, gpu=ctx.gpu.name, moe=ctx.model.is_moe,
-                    residuals=ctx.residuals)
+    if not isinstance(ctx.residuals, unc.Calibration):
+        ctx.residuals = (unc.default_calibration() if ctx.residuals is None
+                         else unc.Calibration(unc.points_from(ctx.residuals)))
+    stratum = unc.stratum_of(engine=ctx.request.engine, method=e.method, kind=ctx.model.kind(), moe=ctx.model.is_moe,
+                             batch=e.effective_batch)
+    return unc.assess(e.speedup, e.tau, stratum, ctx.residuals)
 
 
-def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
-    """Speculate only where the evidence says it pays: the lower end of the chosen candidate's range
-    must be >= 1, unless the request allows uncertain gains or pinned the method."""
-    req, chosen = ctx.request, ctx.chosen
-    assert chosen is not None
-    ev = evidence_for(ctx, chosen)
-    ctx.evidence = ev
+def _judged_line(e: Evaluation, ev) -> str:
     if ev is None:
-        why = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
-        return DecisionStep(rule=rule.id, input=f"{chosen.method}", outcome=why)
-    inp = f"{chosen.method} γ={chosen.gamma}: {chosen.speedup:.2f}x, range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x"
-    if not ev.near:
+        return f"{e.method} γ={e.gamma} {e.speedup:.2f}x (measured)"
+    return (f"{e.method} γ={e.gamma} {e.speedup:.2f}x: P(gain) {ev.p_gain:.2f}, expected {ev.expected_speedup:.2f}x, "
+            f"{ev.level:.0%} range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x")
+
+
+def _warn_far(ctx: Context, chosen: Evaluation, ev) -> None:
+    if ev is not None and not ev.near:
         ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
                  f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
                  f"({ev.line()}); measure it (specops bench, specops tune) before relying on it")
-    if ev.speedup_low >= 1.0:
-        return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {chosen.method}: the range's lower end is >= 1 "
-                            f"({ev.line()})")
-    if req.method or req.allow_uncertain:
-        why = "--method pins it" if req.method else "--allow-uncertain"
-        ctx.warn(f"{chosen.method} may be slower than no speculation: its range reaches {ev.speedup_low:.2f}x "
-                 f"({ev.line()}); kept because {why}")
-        return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {chosen.method} ({why}) although the range's "
-                            f"lower end {ev.speedup_low:.2f}x is below 1")
-    ctx.chosen = next(e for e in ctx.table_rows if e.method == "none")
-    ctx.schedule = None
-    ctx.evidence = None
-    return DecisionStep(rule=rule.id, input=inp, outcome=f"no speculation: the range's lower end {ev.speedup_low:.2f}x "
-                        f"is below 1 ({ev.line()}); pass --allow-uncertain to speculate anyway")
+
+
+def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
+    """The pick that weighs a slowdown against a missed gain (specops.planner.uncertainty.pick): each
+    method's candidate is the cost model's (its best γ and KV dtype by the point prediction); the pick is
+    the best expected speedup among them with P(gain) ≥ the risk level (--min-p-gain) and an expected
+    speedup above 1, falling through the better-by-point ones it refuses; no speculation when none
+    qualifies. A pinned --method, or the cost model's pick with --allow-uncertain, is kept, with a
+    warning when it misses the bar."""
+    from specops.planner import uncertainty as unc
+
+    req, chosen = ctx.request, ctx.chosen
+    assert chosen is not None
+    min_p = req.min_p_gain if req.min_p_gain is not None else unc.DEFAULT_MIN_P_GAIN
+    rule_text = unc.rule_text(min_p)
+    if req.method or (req.allow_uncertain and chosen.method != "none"):
+        why = "--method pins it" if req.method else "--allow-uncertain keeps the cost model's pick"
+        ev = ctx.evidence = evidence_for(ctx, chosen)
+        _warn_far(ctx, chosen, ev)
+        if ev is None:
+            what = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
+            return DecisionStep(rule=rule.id, input=chosen.method, outcome=what)
+        if not unc.eligible(unc.Judged(chosen, chosen.speedup, ev), min_p):
+            ctx.warn(f"{chosen.method} may be slower than no speculation: P(gain) {ev.p_gain:.2f} (below {min_p:.2f}), "
+                     f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because {why}")
+        return DecisionStep(rule=rule.id, input=_judged_line(chosen, ev), outcome=f"keep {chosen.method} ({why}; "
+                            f"the rule would be: {rule_text}): {ev.line()}")
+    rows = [e for e in ctx.table_rows if e.method != "none"]
+    rows = [e for e in rows if _meets(ctx, e)] or rows
+    feasible = [_choose(ctx, [e for e in rows if e.method == m]) for m in dict.fromkeys(e.method for e in rows)]
+    judged = {id(e): unc.Judged(e, e.speedup, evidence_for(ctx, e)) for e in feasible}
+    ok = [e for e in feasible if unc.eligible(judged[id(e)], min_p)]
+    picked = ctx.picked or chosen
+    if ok:
+        best = _choose(ctx, ok, score=lambda e: _score(ctx, e) * judged[id(e)].expected / e.speedup)
+    else:
+        best = next(e for e in ctx.table_rows if e.method == "none")
+    if best.method == picked.method and best is not picked and \
+            unc.eligible(unc.Judged(picked, picked.speedup, evidence_for(ctx, picked)), min_p):
+        best = picked  # the same method: the cost model's γ (and its schedule) stand
+    refused = sorted({e.method: e for e in sorted(feasible, key=lambda e: e.speedup)
+                      if e not in ok and e.speedup > best.speedup and e.method != best.method}.values(),
+                     key=lambda e: -e.speedup)
+    why = "; ".join(f"{_judged_line(e, judged[id(e)].u)}" for e in refused[:3])
+    refusal = f"; refused (below the bar): {why}" if refused else ""
+    inp = f"rule: {rule_text}; {len(ok)} of {len(feasible)} candidates qualify"
+    if best.method == "none":
+        ctx.chosen, ctx.schedule, ctx.schedule_note, ctx.evidence = best, None, None, None
+        return DecisionStep(rule=rule.id, input=inp, outcome=f"no speculation: no candidate has P(gain) ≥ {min_p:.2f} "
+                            f"and an expected speedup above 1{refusal}; pass --min-p-gain with a lower level (or "
+                            "--allow-uncertain) to speculate anyway")
+    if best is not picked:
+        ctx.chosen, ctx.schedule, ctx.schedule_note = best, None, None
+        if ctx.constraints.schedule and ctx.schedule_supported and not req.num_speculative_tokens:
+            _build_schedule(ctx)
+    ev = ctx.evidence = evidence_for(ctx, ctx.chosen)
+    _warn_far(ctx, ctx.chosen, ev)
+    over = ""
+    if best is not picked:
+        rep = next((e for e in feasible if e.method == picked.method), None)  # its method's candidate
+        pj = judged[id(rep)] if rep is not None else None
+        why = "is not a candidate here" if pj is None else \
+            f"expects less: {pj.expected:.2f}x" if rep in ok else f"does not qualify: P(gain) {pj.p_gain:.2f}"
+        over = f" over the best by point, {picked.method} γ={picked.gamma} {picked.speedup:.2f}x, which {why}"
+    what = f"keep {ctx.chosen.method} γ={ctx.chosen.gamma}" + ("" if ev else " (measured)")
+    return DecisionStep(rule=rule.id, input=inp, outcome=f"{what}{over}{refusal}" + (f"; {ev.line()}" if ev else ""))
 
 
 CHECKS = {"vllm_capabilities": check_vllm_capabilities, "drafts": check_drafts, "kv_cache": check_kv_cache,
@@ -696,7 +759,10 @@ def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
     from specops.planner.priors import TASK_CLASS
 
     cls = TASK_CLASS.get(ctx.request.task, ctx.request.task)
-    if f"(no {cls} row" in e.prior_source:
+    est = getattr(prior_for(ctx, e.method), "evidence", None)
+    if est is not None and e.prior_source.startswith("acceptance model"):  # specops.planner.acceptance
+        step.outcome += "; " + est.task_note(e.method, ctx.request.task)
+    elif f"(no {cls} row" in e.prior_source:
         step.outcome += (f"; no published {cls} rows for {e.method}: its acceptance is the median over its other "
                          f"tasks, so --task {ctx.request.task} does not change this prediction")
     elif "borrowed from" in e.prior_source:

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 
 from specops.engines.argv import LaunchConfig, render_argv, speculative_config
 from specops.planner.perfmodel import Evaluation, break_even_rate
-from specops.planner.types import Alternative, DecisionStep, Memory, Plan, Predicted, VllmLaunch
+from specops.planner.types import (
+    AcceptanceEvidence,
+    Alternative,
+    DecisionStep,
+    GammaPoint,
+    Memory,
+    Plan,
+    Predicted,
+    VllmLaunch,
+)
 from specops.speculation import METHODS, needs_draft
 
 if TYPE_CHECKING:
@@ -47,6 +56,15 @@ def _no_range(ctx: Context, e: Evaluation) -> str:
     return f"{ctx.measured.label}: measured on this hardware (no published range applies)"
 
 
+def _ranged(ev) -> dict:
+    """The range, its level and width, P(gain) and the expected speedup of an Uncertainty (all None without one)."""
+    if ev is None:
+        return dict(speedup_low=None, speedup_high=None, range_level=None, range_width=None, p_gain=None,
+                    expected_speedup=None)
+    return dict(speedup_low=ev.speedup_low, speedup_high=ev.speedup_high, range_level=ev.level,
+                range_width=_r(ev.width), p_gain=ev.p_gain, expected_speedup=ev.expected_speedup)
+
+
 def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
     best: dict[tuple[str, str], Evaluation] = {}
     score = (lambda e: e.throughput_tok_s) if ctx.request.objective == "throughput" else (lambda e: e.speedup)
@@ -64,9 +82,32 @@ def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
         ev = evidence_for(ctx, e)
         out.append(Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
                                draft=e.draft.id if e.draft else None, speedup=_r(e.speedup),
-                               speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
-                               tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1), fits=e.fits))
+                               **_ranged(ev), tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1),
+                               fits=e.fits))
     return out
+
+
+def _gamma_curve(ctx: Context, e: Evaluation) -> list[GammaPoint] | None:
+    """The chosen method's rows of the cost table at the chosen KV dtype, one per γ."""
+    if e.method == "none":
+        return None
+    rows = sorted((r for r in ctx.table_rows if r.method == e.method and r.kv_dtype == e.kv_dtype), key=lambda r: r.gamma)
+    return [GammaPoint(gamma=r.gamma, mean_acceptance_length=_r(r.tau), acceptance_rate=_r(r.acceptance_rate, 3),
+                       speedup=_r(r.speedup), tpot_ms=_r(r.tpot_ms)) for r in rows] or None
+
+
+def _acceptance(ctx: Context, e: Evaluation) -> AcceptanceEvidence | None:
+    from specops.planner.recommend import prior_for
+
+    prior = prior_for(ctx, e.method) if e.method != "none" else None
+    est = getattr(prior, "evidence", None)
+    if est is None or not e.prior_source.startswith("acceptance model"):
+        return None
+    lo, hi = est.tau_range(e.gamma)
+    return AcceptanceEvidence(task_class=est.task_class, cell_rows=list(est.cell_rows), cell_sources=est.cell_sources,
+                              method_rows=est.method_rows, task_shift=_r(est.task_shift, 3), logit_sd=_r(est.logit_sd, 3),
+                              mean_acceptance_length_low=_r(lo), mean_acceptance_length_high=_r(hi), decay=_r(est.decay, 3),
+                              note=est.task_note(e.method, ctx.request.task))
 
 
 def _warnings(ctx: Context, e: Evaluation) -> None:
@@ -134,8 +175,8 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
         acceptance_prior_source=e.prior_source,
         break_even_acceptance_rate=_r(be, 3) if (be := break_even_rate(e)) is not None and method != "none" else None,
-        speedup_low=ev.speedup_low if ev else None, speedup_high=ev.speedup_high if ev else None,
-        evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
+        **_ranged(ev), evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
+        gamma_curve=_gamma_curve(ctx, e), acceptance=_acceptance(ctx, e),
     )
     memory = Memory(weights_gib=_r(mem.weights_gib), draft_gib=_r(mem.draft_gib), kv_cache_gib=_r(kv_gib),
                     total_gib=_r(mem.weights_gib + mem.draft_gib + kv_gib), available_gib=_r(mem.available_gib),

@@ -188,8 +188,11 @@ class RecommendRequest(_Strict):
     parallel_drafting: bool = Field(False, description="P-EAGLE: eagle3 drafting all γ positions in one pass "
                                     "(speculative_config parallel_drafting: true, vLLM >= 0.16.0); not modelled: "
                                     "the prediction is sequential EAGLE-3's.")
-    allow_uncertain: bool = Field(False, description="Speculate even when the lower end of the predicted "
-                                  "speedup's range is below 1 (default: no speculation then).")
+    allow_uncertain: bool = Field(False, description="Keep the cost model's pick (the best point prediction) "
+                                  "whatever its chance of a gain, with a warning when it misses the risk level.")
+    min_p_gain: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Risk level: a candidate "
+                                     "is chosen only if P(speedup > 1) is at least this (default "
+                                     "specops.planner.uncertainty.DEFAULT_MIN_P_GAIN).")
     engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(
         "vllm", description="Engine whose step-time profile predicts (the rendered launch stays vLLM).")
     kv_cache_dtype: str | None = Field(None, description="Pin the KV cache dtype (--kv-cache-dtype): auto, fp8, "
@@ -206,6 +209,32 @@ class DecisionStep(_Strict):
     rule: str = Field(description="Rule id from playbooks/decision-tree.yaml.")
     input: str = Field(description="The input value(s) the rule looked at.")
     outcome: str = Field(description="What the rule decided.")
+
+
+class GammaPoint(_Strict):
+    """One γ of the chosen method at the request's batch: what its acceptance gives through the cost model."""
+
+    gamma: int = Field(description="num_speculative_tokens.")
+    mean_acceptance_length: float = Field(description="τ at this γ (acceptance × position decay).")
+    acceptance_rate: float = Field(description="vLLM's accepted/drafted at this γ.")
+    speedup: float = Field(description="Predicted speedup at this γ.")
+    tpot_ms: float = Field(description="Predicted TPOT at this γ (ms).")
+
+
+class AcceptanceEvidence(_Strict):
+    """Where the chosen method's acceptance comes from (specops.planner.acceptance), and how sure it is."""
+
+    task_class: str = Field(description="The data's task class --task maps to.")
+    cell_rows: list[str] = Field(description="Ids of the published rows of this method × task class "
+                                 "(playbooks/data/acceptance_2026-12.csv).")
+    cell_sources: int = Field(description="Sources behind those rows.")
+    method_rows: int = Field(description="Published rows of the method over all tasks.")
+    task_shift: float = Field(description="α0 with this task minus α0 with no task effect.")
+    logit_sd: float = Field(description="Spread of logit α0 a new source sees (cross-source residuals, pooled).")
+    mean_acceptance_length_low: float = Field(description="τ at the chosen γ, 10th percentile of that spread.")
+    mean_acceptance_length_high: float = Field(description="τ at the chosen γ, 90th percentile.")
+    decay: float = Field(description="Per-position decay d (α_i = α0·d^i) used.")
+    note: str = Field(description="What --task did to this prediction, with the rows it looked at.")
 
 
 class Predicted(_Strict):
@@ -228,11 +257,21 @@ class Predicted(_Strict):
     break_even_acceptance_rate: float | None = Field(
         None, description="vLLM's accepted/drafted below which this configuration is slower than no speculation "
         "(same step-time model; null without speculation).")
-    speedup_low: float | None = Field(None, description="Lower end of the speedup's range, from the cross-validated "
-                                      "residuals of similar published rows (null: no speculation, or a measured model).")
-    speedup_high: float | None = Field(None, description="Upper end of that range.")
+    speedup_low: float | None = Field(None, description="Lower end of the speedup's range (nominal range_level), "
+                                      "from out-of-source errors on published rows, never below the all-rejected "
+                                      "speedup (null: no speculation, or a measured model).")
+    speedup_high: float | None = Field(None, description="Upper end of that range, never above τ.")
+    range_level: float | None = Field(None, description="Nominal coverage of [speedup_low, speedup_high] (0.8).")
+    range_width: float | None = Field(None, description="speedup_high / speedup_low.")
+    p_gain: float | None = Field(None, description="P(speedup > 1) from the calibrated residual distribution.")
+    expected_speedup: float | None = Field(None, description="Mean speedup under that distribution (bounded by "
+                                           "the range's physics): what the pick ranks.")
     evidence: str = Field("", description="Where the speedup and its range come from, and how near the evidence is.")
     evidence_near: bool | None = Field(None, description="False: no published row is near this configuration.")
+    gamma_curve: list[GammaPoint] | None = Field(None, description="Every γ the cost model scored for the chosen "
+                                                 "method at this batch (null without speculation).")
+    acceptance: AcceptanceEvidence | None = Field(None, description="The acceptance model's cell, rows and spread "
+                                                  "for the chosen method (null: not from the acceptance model).")
 
 
 class Memory(_Strict):
@@ -257,6 +296,10 @@ class Alternative(_Strict):
     speedup: float
     speedup_low: float | None = None
     speedup_high: float | None = None
+    range_level: float | None = None
+    range_width: float | None = None
+    p_gain: float | None = None
+    expected_speedup: float | None = None
     tpot_ms: float
     throughput_tok_s: float
     fits: bool

@@ -66,12 +66,17 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops runbook list": (0, r"acceptance-drop", None),
     "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
     # performance-model.md
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
-        (0, r"eagle3", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256  # none: range reaches "
-    "0.81x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 -o json   # eagle3, P(gain) 0.97":
+        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.9', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8   # none: eagle3 P(gain) 0.68 < 0.8":
+        (0, r"none γ=- KV [\s\S]*│ evidence +│ rule: best[\s\S]*refused", None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
+    # recommend.md: the pick's worked example
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                  # none: P(gain) "
+    "0.68": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.65 -o json  # eagle3 γ=1":
+        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.6', None),
     # recommend.md
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
         (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),

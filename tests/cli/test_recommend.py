@@ -39,7 +39,7 @@ def test_table_output_shows_the_decision_path_and_launch(cli):
 def test_bad_input_is_one_line_with_a_fix_and_exit_2(cli):
     for args in (["--gpu", "H10"], ["--gpu", "H100", "--task", "cod"], ["--gpu", "H100", "--temperature", "nan"],
                  ["--gpu", "H100", "--num-speculative-tokens", "17"], ["--gpu", "H100", "--batch-size", "0"],
-                 ["--gpu", "H100", "--method", "medusa"]):
+                 ["--gpu", "H100", "--method", "medusa"], ["--gpu", "H100", "--min-p-gain", "1.5"]):
         r = cli("recommend", "--model", "llama-3.1-8b-instruct", *args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("error: ") and "To fix:" in r.stderr, args

@@ -124,17 +124,21 @@ def test_the_path_names_the_tie_margin_when_a_better_row_was_passed_over():
 
 
 def test_task_rule_says_when_the_task_does_not_move_the_prediction():
-    """No published code rows for the chosen EAGLE-3 draft (its own rows, vLLM #26191, are chat only): --task
-    code predicts the chat numbers, and the path says so."""
-    code, chat = plan_task("code"), plan_task("chat")
-    assert code.predicted.speedup == chat.predicted.speedup
-    assert "does not change this prediction" in next(s for s in code.decision_path if s.rule == "task").outcome
-    assert "from published chat rows" in next(s for s in chat.decision_path if s.rule == "task").outcome
+    """The acceptance table has draft-model rows for chat (EAGLE-3 Table 1 SpS, Spec-Bench) but none for code
+    generation or code edits: --task code and --task agentic predict the same draft-model numbers, and the path
+    says so naming the rows it used; --task code does move EAGLE-3 (its code rows), and the path names them."""
+    code, agentic = plan_task("code", "draft_model"), plan_task("agentic", "draft_model")
+    assert code.predicted.speedup == agentic.predicted.speedup
+    note = next(s for s in code.decision_path if s.rule == "task").outcome
+    assert "no published draft_model rows for --task code" in note and "does not move" in note
+    e3 = next(s for s in plan_task("code", None).decision_path if s.rule == "task").outcome
+    assert "raises eagle3's acceptance" in e3 and "published code rows" in e3
 
 
-def plan_task(task: str):
+def plan_task(task: str, method: str | None = None):
     cat, pri = _shipped()
-    return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", task=task), catalogs=cat, priors=pri)
+    return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", task=task, method=method),
+                     catalogs=cat, priors=pri)
 
 
 def test_on_a_near_tie_ngram_beats_suffix_which_needs_an_extra_package():

@@ -193,18 +193,18 @@ def test_a_hybrid_model_config_field_is_part_of_the_model_spec():
     assert load_catalogs().model("Qwen/Qwen3-Coder-Next").is_moe
 
 
-def test_a_draft_lm_on_tensorrt_llm_costs_no_per_layer_launch_overhead():
-    """NVIDIA's 405B sweep (1B/3B/8B drafts, 4×H200): the speedup ratios between draft sizes, mostly a cost ratio,
-    are predicted better without vLLM's 0.08 ms per draft layer, which the shipped TensorRT-LLM profile drops."""
-    import math as m
-
-    from specops.planner.draftcost import load_sweeps, sweep_ratio_errors
+def test_a_draft_lm_on_tensorrt_llm_is_priced_as_its_draft_size_sweep_asks():
+    """NVIDIA's 405B sweep (1B/3B/8B drafts, 4×H200): the shipped TensorRT-LLM per-layer draft overhead (0) scores
+    within 0.01 of the best grid value on the speedup ratios between draft sizes."""
+    from specops.planner.draftcost import GRID, load_sweeps, sweep_ratio_errors
     from specops.planner.perfmodel import ENGINE_PROFILES
 
     nv = [r for r in load_sweeps() if r.engine_class == "tensorrt-llm"]
-    assert len(nv) == 3 and ENGINE_PROFILES["tensorrt-llm"].draft_layer_overhead_ms == 0.0
+    shipped = ENGINE_PROFILES["tensorrt-llm"]
+    assert len(nv) == 3 and shipped.draft_layer_overhead_ms == 0.0
 
-    def err(profile):
-        return sum(abs(m.log(pub / pred)) for _, pub, pred in sweep_ratio_errors(nv, profile))
+    def err(v):
+        e = sweep_ratio_errors(nv, shipped.model_copy(update={"draft_layer_overhead_ms": v}))
+        return sum(abs(math.log(pub / pred)) for _, pub, pred in e) / len(e)
 
-    assert err(ENGINE_PROFILES["tensorrt-llm"]) < err(ENGINE_PROFILES["vllm"])
+    assert err(0.0) <= min(err(v) for v in GRID[::2]) + 0.01

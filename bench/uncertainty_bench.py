@@ -1,0 +1,295 @@
+"""Uncertainty benchmark (issue 38): nested coverage and width of the ranges, calibration of P(gain),
+and the regret of the pick rule, before (the range and veto `recommend` shipped until now) and after
+(specops.planner.uncertainty). Prints numbers, asserts nothing.
+
+Nested: for each source S of the published rows (specops.planner.uncertainty.calibration_rows, sources
+unified), the acceptance priors are fitted on the other sources only, the residuals that calibrate the
+ranges are the other sources' own leave-one-source-out residuals computed without S, and only then are
+S's rows predicted and scored (specops.planner.loso.leave_one_source_out).
+
+Regret: rows of one source that share a setup (target, hardware, batch, task, temperature, location)
+are one situation; its candidates are the methods published there. A rule picks one or none from the
+held-out predictions. Left on the table: ln(best published gain) − ln(gain of the pick) where a
+published method gained (a pick below 1 gains nothing); slowdown taken: −ln(published) of a pick
+published below 1. Both summed over situations, overall and per stratum.
+
+Run: .venv/bin/python bench/uncertainty_bench.py
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specops.planner.evidence import (  # noqa: E402
+    cross_validate,
+    fit_priors,
+    gpu_class,
+    looks_moe,
+    predict_at_best_gamma,
+    predict_row,
+    predictable,
+)
+from specops.planner.loso import leave_one_source_out  # noqa: E402
+from specops.planner.uncertainty import (  # noqa: E402
+    DEFAULT_MIN_P_GAIN,
+    LEVEL,
+    Calibration,
+    Judged,
+    assess,
+    calibration_rows,
+    legacy_interval,
+    pick,
+    points_from,
+    stratum_of,
+)
+
+P_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+
+
+@dataclass
+class Fold:
+    priors: object
+    calibration: Calibration
+    residuals: list  # the other sources' residuals (for the legacy range)
+    cat: object
+
+
+@dataclass(frozen=True)
+class Held:
+    """One held-out row: the prediction, the new range and the old one."""
+
+    row: object
+    speedup: float
+    tau: float
+    u: object
+    old: tuple[float, float]
+    stratum: object = None
+    calibration: object = None   # the fold's (for re-assessing with other settings)
+
+    @property
+    def published(self) -> float:
+        return self.row.speedup
+
+
+def _fit(train):
+    from specops.planner.catalog import load_catalogs
+
+    return Fold(fit_priors(train), Calibration(points_from(res := cross_validate(train, unstated_gamma=True))), res,
+                load_catalogs())
+
+
+def _predict(fold: Fold, row):
+    e, setup = predict_row(row, fold.priors, fold.cat) if row.gamma else predict_at_best_gamma(row, fold.priors, fold.cat, None)
+    return e, setup
+
+
+def held_out(rows=None) -> list[Held]:
+    rows = rows if rows is not None else calibration_rows()
+    cache: dict[int, Held] = {}
+
+    def extra(fold: Fold, row):
+        e, setup = _predict(fold, row)
+        moe = setup.model.is_moe or looks_moe(row.target)
+        s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
+        u = assess(e.speedup, e.tau, s, fold.calibration)
+        old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
+                              moe=moe, residuals=fold.residuals)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration)
+        return {}
+
+    leave_one_source_out(rows, fit=_fit, predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
+                         published=lambda r: r.speedup if predictable(r, unstated_gamma=True) else None)
+    return [cache[id(r)] for r in rows if id(r) in cache]
+
+
+# --- coverage -----------------------------------------------------------------------------------------
+
+def _cov(items, rng) -> str:
+    inside = sum(lo <= h.published <= hi for h in items for lo, hi in [rng(h)])
+    ratios = [hi / lo for h in items for lo, hi in [rng(h)]]
+    return f"coverage: {100 * inside / len(items):.0f}% over {len(items)} rows, median hi/lo {statistics.median(ratios):.2f}"
+
+
+def coverage_section(held: list[Held]) -> None:
+    new = lambda h: (h.u.speedup_low, h.u.speedup_high)  # noqa: E731
+    old = lambda h: h.old  # noqa: E731
+    print(f"== ranges, nested by source (nominal {LEVEL:.0%}) ==")
+    print(f"before (the range recommend printed until now): {_cov(held, old)}")
+    print(f"after  (specops.planner.uncertainty):           {_cov(held, new)}")
+    above_tau = sum(h.old[1] > h.tau + 1e-9 for h in held)
+    print(f"   before: {above_tau} of {len(held)} upper ends above τ; after: "
+          f"{sum(h.u.speedup_high > h.tau + 1e-9 for h in held)}")
+    feasible = [h for h in held if h.published <= h.tau]
+    print(f"   published above the predicted τ (no range bounded by τ can hold them: the acceptance model "
+          f"underpredicts τ there): {len(held) - len(feasible)} rows; among the other {len(feasible)}: "
+          f"after {_cov(feasible, new)}")
+    handed = [h for h in held if h.row.location.endswith("]")]  # heldout_2026-12.csv rows carry their [id]
+    if handed:
+        print(f"   the 2026-12 hand-over ({len(handed)} rows never used before): before {_cov(handed, old)}; "
+              f"after {_cov(handed, new)}")
+    groups = {
+        "stratum": lambda h: h.u.stratum,
+        "engine class": lambda h: h.u.stratum.split("/")[0],
+        "method family": lambda h: h.u.stratum.split("/")[1],
+        "architecture": lambda h: h.u.stratum.split("/")[2],
+        "batch range": lambda h: h.u.stratum.split("/")[3],
+        "method": lambda h: h.row.method,
+    }
+    for label, key in groups.items():
+        print(f"-- per {label} (after | before) --")
+        buckets: dict[str, list[Held]] = {}
+        for h in held:
+            buckets.setdefault(key(h), []).append(h)
+        for k, items in sorted(buckets.items()):
+            mark = "" if len(items) >= 10 else "   (< 10 rows)"
+            print(f"   {k:<34} {_cov(items, new)} | {_cov(items, old)}{mark}")
+
+
+# --- P(gain) --------------------------------------------------------------------------------------------
+
+def calibration_section(held: list[Held]) -> None:
+    gained = [1.0 if h.published > 1 else 0.0 for h in held]
+    p = [h.u.p_gain for h in held]
+    brier = statistics.mean((a - b) ** 2 for a, b in zip(p, gained, strict=True))
+    base = statistics.mean(gained)
+    clim = statistics.mean((base - g) ** 2 for g in gained)
+    point = statistics.mean(((1.0 if h.speedup > 1 else 0.0) - g) ** 2 for h, g in zip(held, gained, strict=True))
+    old = statistics.mean(((1.0 if h.old[0] >= 1 else 0.0) - g) ** 2 for h, g in zip(held, gained, strict=True))
+    print("\n== P(gain) on held-out rows (published speedup > 1) ==")
+    print(f"Brier score: {brier:.3f} over {len(held)} rows (base rate {base:.2f}: constant {base:.2f} scores {clim:.3f}; "
+          f"'point > 1' as 0/1 scores {point:.3f}; the old 'lower end ≥ 1' as 0/1 scores {old:.3f})")
+    print("reliability: P(gain) bin -> rows, mean P(gain), share that gained")
+    for lo, hi in ((0, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 0.97), (0.97, 1.01)):
+        idx = [i for i, x in enumerate(p) if lo <= x < hi]
+        if idx:
+            print(f"   [{lo:.2f}, {min(hi, 1):.2f}) n={len(idx):>3}  mean P {statistics.mean(p[i] for i in idx):.2f}  "
+                  f"gained {statistics.mean(gained[i] for i in idx):.2f}")
+    exp_err = statistics.median(abs(math.log(h.published / h.u.expected_speedup)) for h in held)
+    pt_err = statistics.median(abs(math.log(h.published / h.speedup)) for h in held)
+    print(f"expected speedup: median |ln(published/expected)| {exp_err:.3f} (the point: {pt_err:.3f})")
+
+
+# --- regret ---------------------------------------------------------------------------------------------
+
+def situations(held: list[Held]) -> dict[tuple, list[Held]]:
+    out: dict[tuple, list[Held]] = {}
+    for h in held:
+        r = h.row
+        out.setdefault((r.source, r.location, r.target, r.hardware, r.batch, r.task, r.temperature, r.engine), []).append(h)
+    return out
+
+
+def today(cands: list[Held]) -> Held | None:
+    """The rule until now: the best point; none when it is below 1 or its range's lower end is."""
+    best = max(cands, key=lambda h: h.speedup)
+    return best if best.speedup >= 1 and best.old[0] >= 1 else None
+
+
+def new_rule(min_p: float):
+    def rule(cands: list[Held]) -> Held | None:
+        per_method: dict[str, Held] = {}  # recommend's candidates: each method at its best point
+        for h in cands:
+            if h.row.method not in per_method or h.speedup > per_method[h.row.method].speedup:
+                per_method[h.row.method] = h
+        chosen, _ = pick([Judged(h, h.speedup, h.u) for h in per_method.values()], min_p_gain=min_p)
+        return chosen.candidate if chosen else None
+    return rule
+
+
+def regret(sits: dict, rule) -> tuple[float, float, int, int]:
+    missed = harm = 0.0
+    n_missed = n_harm = 0
+    for cands in sits.values():
+        best = max(h.published for h in cands)
+        chosen = rule(cands)
+        got = chosen.published if chosen else 1.0
+        left = max(0.0, math.log(max(best, 1.0)) - math.log(max(got, 1.0)))
+        slow = max(0.0, -math.log(got))
+        missed += left
+        harm += slow
+        n_missed += left > 1e-9
+        n_harm += slow > 1e-9
+    return missed, harm, n_missed, n_harm
+
+
+def regret_section(held: list[Held]) -> None:
+    sits = situations(held)
+    print(f"\n== regret over {len(sits)} published situations ({len(held)} rows, each held out by source) ==")
+    print("   left on the table: Σ ln(best published gain / gain of the pick); slowdown taken: Σ −ln(published) "
+          "of picks published below 1")
+    rules = {"today (best point, vetoed when the old range dips below 1)": today,
+             "best point, no veto": lambda c: max(c, key=lambda h: h.speedup) if max(h.speedup for h in c) > 1 else None,
+             "never speculate": lambda c: None}
+    rules.update({f"new, P(gain) ≥ {p:.2f}": new_rule(p) for p in P_GRID})
+    for label, rule in rules.items():
+        m, h, nm, nh = regret(sits, rule)
+        print(f"   {label:<60} left {m:6.2f} ({nm:>2} situations)  slowdown {h:5.2f} ({nh:>2})")
+    base_m, base_h, _, _ = regret(sits, today)
+    at_harm = [(regret(sits, new_rule(p)), p) for p in P_GRID]
+    (m_best, h_best, _, _), p_best = min(((r, p) for r, p in at_harm if r[1] <= base_h + 1e-9), key=lambda x: x[0][0])
+    print(f"   at today's harm (slowdown ≤ {base_h:.2f}) the least left on the table: P(gain) ≥ {p_best:.2f} "
+          f"(left {m_best:.2f}, slowdown {h_best:.2f})")
+    new_m, new_h, nm, nh = regret(sits, new_rule(DEFAULT_MIN_P_GAIN))
+    print(f"regret: today left {base_m:.2f} on the table, took {base_h:.2f} slowdown; new rule (P(gain) ≥ "
+          f"{DEFAULT_MIN_P_GAIN:.2f}, the default) left {new_m:.2f}, took {new_h:.2f}")
+    print("-- per stratum (today | new at the default) --")
+    by: dict[str, dict] = {}
+    for k, cands in sits.items():
+        by.setdefault(cands[0].u.stratum, {})[k] = cands
+    for s, group in sorted(by.items()):
+        a, b = regret(group, today), regret(group, new_rule(DEFAULT_MIN_P_GAIN))
+        print(f"   {s:<34} n={len(group):>3}  left {a[0]:5.2f} -> {b[0]:5.2f}   slowdown {a[1]:5.2f} -> {b[1]:5.2f}")
+
+
+# --- the issue's cases, their own sources held out ------------------------------------------------------
+
+CASES = (
+    ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 1, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
+    ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 8, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
+    ("openai/gpt-oss-120b", "B200", 1, ("gpt-oss-120b",)),
+    ("openai/gpt-oss-120b", "B200", 8, ("gpt-oss-120b",)),
+    ("openai/gpt-oss-120b", "H100", 1, ("gpt-oss-120b",)),
+)
+
+
+def cases_section() -> None:
+    from specops.planner import RecommendRequest, recommend
+
+    rows = calibration_rows()
+    print("\n== the issue's cases, every source with a row of the target held out ==")
+    for model, gpu, batch, keys in CASES:
+        out = {r.source for r in rows if any(k in r.target.lower() for k in keys)}
+        train = [r for r in rows if r.source not in out]
+        cal = Calibration(points_from(cross_validate(train, unstated_gamma=True)))
+        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train),
+                         residuals=cal)
+        p = plan.predicted
+        what = "none" if plan.method == "none" else (f"{plan.method} γ={plan.num_speculative_tokens} {p.speedup:.2f}x, "
+                                                      f"P(gain) {p.p_gain:.2f}, expected {p.expected_speedup:.2f}x")
+        print(f"{model} on {gpu}, batch {batch} ({len(out)} sources held out): {what}")
+        print(f"   {plan.decision_path[-1].outcome[:600]}")
+        same = [r for r in rows if r.source in out and r.batch == batch and r.speedup
+                and any(k in r.target.lower() for k in keys)]
+        for r in same[:4]:
+            print(f"   published: {r.method} {r.speedup:.2f}x at batch {r.batch} on {r.hardware[:40]} ({r.source[:50]})")
+        if len(same) > 4:
+            print(f"   ... and {len(same) - 4} more published rows of this target at this batch")
+
+
+def main() -> None:
+    held = held_out()
+    coverage_section(held)
+    calibration_section(held)
+    regret_section(held)
+    cases_section()
+
+
+if __name__ == "__main__":
+    main()

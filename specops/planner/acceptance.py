@@ -1,0 +1,565 @@
+"""Acceptance from evidence: per-token acceptance fitted on playbooks/data/acceptance_2026-12.csv alone.
+
+Every published row (mean acceptance length τ, vLLM's accepted/drafted rate r, Leviathan's α, per-position
+rates) becomes one observation: the first-position acceptance α0 that reproduces its τ at its γ,
+``τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i`` (d: the method's position decay, below). A row with r and γ has
+τ = 1 + r·γ; a row with α (i.i.d.) has τ = (1 − α^(γ+1)) / (1 − α). Trees (EAGLE papers, SGLang topk > 1)
+are solved as a chain of the tree's depth with d = 1, as the priors always did, and keep their own
+structure effect (a tree verifies many branches: more tokens per step than the chain vLLM runs).
+
+The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, i.e. toward its parent:
+
+    logit α0 = μ + method + method×variant + method×structure + task + method×task + family
+             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T + β_r·ln(r/r_ref)
+
+fitted by penalised backfitting (ridge; penalty ``PENALTY`` per effect, in units of summed row weight):
+a cell with few rows moves little from its parent (method×task from the task effect and the method, the
+method from the global mean). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
+not outvote ten sources. The source effect absorbs what one source shares (harness, prompts, template, stated or
+unstated γ) and is zero for anything predicted: a new request, or a source held out.
+
+Rows with only a per-task speedup (Spec-Bench) enter as τ ratios: within one table, method and batch 1 the
+step cost does not depend on the task, so τ(task) = τ(overall) · speedup(task) / speedup(overall). They
+are weighted half and never scored.
+
+Per-position decay d (``decay_table``): fitted where per-position rates or γ sweeps are published
+(conditional rates c_k = p_k / p_{k−1}; ln c_k linear in k), by method and, where two or more such rows
+exist for one task class, by method × task class; the priors' DECAY elsewhere.
+
+Spread: the residuals of the training rows without their source effect (what a new source sees), pooled
+from method × task toward method toward all rows; stated with every estimate as an 80% range of τ.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from specops.planner.acceptance_data import (  # noqa: F401 - the table's names, re-exported
+    DATA_FILE,
+    EXCLUDED_FLAGS,
+    AcceptanceRow,
+    family_of,
+    load_rows,
+    parse,
+)
+from specops.planner.priors import DECAY
+from specops.speculation import alpha_from_tau as _alpha_from_tau
+from specops.speculation import expected_tokens
+
+MAX_ALPHA = 0.97
+MIN_ALPHA = 0.02
+DRAFT_REF_RATIO = 1 / 16
+Z80 = 1.2816  # two-sided 80%: the spread's stated level
+DEFAULT_CHAIN_GAMMA = 3  # a chain row that states no γ is solved at 3 (vLLM's common K); never scored
+DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE-2/3 papers' depths; Medusa 4 heads
+
+# Request task (--task) -> the task class of the data. creative writes like chat; agentic workloads re-emit
+# tool output and code (SuffixDecoding's setting): the closest published class is code edits.
+TASK_OF_REQUEST = {"code": "code", "math": "math", "chat": "chat", "creative": "chat", "translation": "translation",
+                   "summarization": "summarization", "rag": "rag", "agentic": "code-edit"}
+UNTASKED = ("mixed",)  # averages over many tasks: they inform the method, not any task
+
+PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
+           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5}
+"""Prior precision of each effect, in units of summed row weight. Nuisance effects (variant, family, engine,
+trainer) are shrunk hard: with few sources each, a light penalty lets them soak up one source's level (a
+code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
+that instead. Chosen among five settings by this file's own leave-one-source-out error (bench/acceptance_bench.py):
+0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here."""
+SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0}
+SPEEDUP_ROW_WEIGHT = 0.5
+SWEEPS = 60
+
+
+# --- observations ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Obs:
+    """One fitted observation: a row with the γ/structure it is solved at and its α0 (logit)."""
+
+    row: AcceptanceRow
+    tau: float
+    gamma: int
+    y: float          # logit α0
+    weight: float
+    derived: bool     # τ from a per-task speedup ratio (never scored)
+
+
+@lru_cache(maxsize=65536)
+def alpha_from_tau(tau: float, gamma: int, decay: float, cap: float) -> float:
+    """:func:`specops.speculation.alpha_from_tau`, memoised (leave-one-source-out solves the same rows 38 times)."""
+    return _alpha_from_tau(tau, gamma, decay, cap)
+
+
+def _logit(a: float) -> float:
+    a = min(MAX_ALPHA, max(MIN_ALPHA, a))
+    return math.log(a / (1 - a))
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def solve_gamma(row: AcceptanceRow) -> int:
+    """The γ (chain length or tree depth) a row is solved and predicted at: stated, else the default."""
+    if row.gamma:
+        return row.gamma
+    if row.structure == "tree":
+        return DEFAULT_TREE_DEPTH.get(row.method, 5)
+    return DEFAULT_CHAIN_GAMMA
+
+
+def _overall_tau(rows: Sequence[AcceptanceRow], r: AcceptanceRow) -> float | None:
+    """The τ of the overall row of a per-task speedup row's table (same source, table, method)."""
+    table = r.location.split(" table,")[0]
+    for o in rows:
+        if (o.source_id == r.source_id and o.tau is not None and o.task_class == "mixed" and o.method == r.method
+                and o.variant == r.variant and o.target.lower().replace(" ", "-")[:12] == r.target.lower().replace(" ", "-")[:12]
+                and (o.location.split(" table,")[0] == table or _hw(o) == _hw(r))):
+            return o.tau
+    return None
+
+
+def _hw(r: AcceptanceRow) -> str:
+    return "3090" if "3090" in r.location else "a100"
+
+
+def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]) -> list[Obs]:
+    by_source: dict[tuple[str, str], int] = {}
+    for r in rows:
+        by_source[(r.source_id, r.method)] = by_source.get((r.source_id, r.method), 0) + 1
+    out = []
+    for r in rows:
+        if not r.used:
+            continue
+        tau, derived = r.published_tau(), False
+        if tau is None and r.speedup and r.speedup_overall:
+            ref = _overall_tau(rows, r)
+            if ref is None:
+                continue
+            tau, derived = ref * r.speedup / r.speedup_overall, True
+        if tau is None or tau <= 1.0:
+            continue
+        g = solve_gamma(r)
+        tau = min(tau, g + 0.999)
+        d = 1.0 if r.structure == "tree" else decay(r)
+        a = alpha_from_tau(tau, g, d, MAX_ALPHA)
+        w = 1 / math.sqrt(by_source[(r.source_id, r.method)]) * (SPEEDUP_ROW_WEIGHT if derived else 1.0)
+        out.append(Obs(r, tau, g, _logit(a), w, derived))
+    return out
+
+
+# --- position decay -------------------------------------------------------------------------------
+
+def _decay_of_row(r: AcceptanceRow) -> float | None:
+    c = [x for x in r.conditional() if x > 0]
+    if len(c) < 3:
+        return None
+    xs, ys = list(range(len(c))), [math.log(min(0.999, x)) for x in c]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return max(0.7, min(1.0, math.exp(slope)))
+
+
+@lru_cache(maxsize=4096)
+def _decay_of_sweep(pts: tuple[tuple[int, float], ...]) -> float | None:
+    """The d in [0.80, 1.00] under which one α0 explains every γ of a sweep (least spread of logit α0).
+    Not above 1: a lookup draft ends where its match ends, and d > 1 would let τ grow without bound in γ."""
+    if len({g for g, _ in pts}) < 2:
+        return None
+
+    def spread(d: float) -> float:
+        return statistics.pvariance([_logit(alpha_from_tau(min(t, g + 0.999), g, round(d, 4), MAX_ALPHA)) for g, t in pts])
+
+    coarse = min((0.80 + 0.025 * i for i in range(9)), key=spread)
+    return min((max(0.80, min(1.0, coarse + 0.005 * i)) for i in range(-5, 6)), key=spread)
+
+
+@dataclass(frozen=True)
+class DecayEstimate:
+    value: float
+    rows: tuple[str, ...]   # ids behind it ('' tuple: the priors' default)
+    cell: str
+
+
+def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEstimate]:
+    """Position decay by (method, task class) and (method, '*') from per-position rows and γ sweeps."""
+    found: dict[str, list[tuple[float, str, tuple[str, ...]]]] = {}
+    for r in rows:
+        if r.used and r.structure == "chain":
+            d = _decay_of_row(r)
+            if d is not None:
+                found.setdefault(r.method, []).append((d, r.task_class, (r.id,)))
+    sweeps: dict[tuple, list[AcceptanceRow]] = {}
+    for r in rows:
+        if r.used and r.structure == "chain" and r.gamma and r.published_tau() and not r.per_position:
+            key = (r.source_id, r.target, r.method, r.variant, r.task, r.temperature, r.location.split(",")[0][:40])
+            sweeps.setdefault(key, []).append(r)
+    for key, group in sweeps.items():
+        d = _decay_of_sweep(tuple((r.gamma, r.published_tau()) for r in group))
+        if d is not None:
+            found.setdefault(key[2], []).append((d, group[0].task_class, tuple(r.id for r in group)))
+    out: dict[tuple[str, str], DecayEstimate] = {}
+    for method, items in found.items():
+        out[(method, "*")] = DecayEstimate(statistics.median(d for d, _, _ in items),
+                                           tuple(i for _, _, ids in items for i in ids), f"{method} (all tasks)")
+        for cls in {c for _, c, _ in items}:
+            own = [d for d, c, _ in items if c == cls]
+            if len(own) >= 2:
+                out[(method, cls)] = DecayEstimate(statistics.median(own),
+                                                   tuple(i for _, c, ids in items if c == cls for i in ids), f"{method} × {cls}")
+    return out
+
+
+# --- the model ------------------------------------------------------------------------------------
+
+def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
+    task = None if o.task_class in UNTASKED else o.task_class
+    return {
+        "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
+        "structure": (o.method, o.structure), "task": task, "method_task": (o.method, task) if task else None,
+        "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
+        "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
+        "engine": o.engine or None, "source": o.source_id if source else None,
+    }
+
+
+def _slopes(r: AcceptanceRow) -> dict[str, tuple[object, float]]:
+    t = r.temperature or 0.0
+    x = 0.0
+    if r.method == "draft_model" and r.draft_params_b and r.target_params_b:
+        x = math.log(r.draft_params_b / r.target_params_b / DRAFT_REF_RATIO)
+    return {"temperature": ("*", t), "method_temperature": (r.method, t), "draft_ratio": ("*", x)}
+
+
+@dataclass
+class AcceptanceModel:
+    """Fitted effects (logit α0), decay table, residual spreads, and the rows behind each cell."""
+
+    mu: float
+    effects: dict[str, dict[object, float]]
+    slopes: dict[str, dict[object, float]]
+    decay: dict[tuple[str, str], DecayEstimate]
+    spread: dict[tuple, float]             # (method, task) / (method,) / () -> residual SD (logit)
+    cells: dict[tuple, tuple[str, ...]]   # (method, task) / (method,) -> ids of the rows fitted there
+    sources: dict[tuple, frozenset[str]] = field(default_factory=dict)  # same keys -> source ids
+    rows_fitted: int = 0
+    drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased draft id -> ids of its rows
+    draft_sources: dict[str, frozenset[str]] = field(default_factory=dict)  # lower-cased draft id -> source ids
+
+    def draft_offset(self, draft: str | None) -> float:
+        """A named draft's rows speak for it: the mean effect of the sources that measured it (a draft measured
+        by one source has its level in that source's effect, not in its own shrunk draft effect)."""
+        srcs = self.draft_sources.get((draft or "").lower())
+        if not srcs:
+            return 0.0
+        return statistics.fmean(self.effects["source"].get(s, 0.0) for s in srcs)
+
+    @property
+    def methods(self) -> set[str]:
+        return {k for k in self.effects["method"]}
+
+    def decay_for(self, method: str, task_class: str) -> DecayEstimate:
+        return (self.decay.get((method, task_class)) or self.decay.get((method, "*"))
+                or DecayEstimate(DECAY.get(method, 1.0), (), "default"))
+
+    def logit(self, keys: dict[str, object], slopes: dict[str, tuple[object, float]]) -> float:
+        y = self.mu
+        for g, k in keys.items():
+            if k is not None:
+                y += self.effects.get(g, {}).get(k, 0.0)
+        for g, (k, x) in slopes.items():
+            y += self.slopes.get(g, {}).get(k, 0.0) * x
+        return y
+
+    def predict_row(self, r: AcceptanceRow) -> float | None:
+        """τ for a published row at its γ (source effect zero); None for a method the fit has no row of."""
+        if r.method not in self.methods:  # as estimate_prior(): a lookup method without rows borrows its relative's
+            if BORROW.get(r.method) not in self.methods:
+                return None
+            r = AcceptanceRow(**{**r.__dict__, "method": BORROW[r.method], "variant": ""})
+        keys = _keys(r, source=False)
+        if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
+            keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
+        a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
+        d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
+        return expected_tokens(a, solve_gamma(r), d, MAX_ALPHA)
+
+    def spread_for(self, method: str, task_class: str | None) -> float:
+        return self.spread.get((method, task_class)) or self.spread.get((method,)) or self.spread[()]
+
+
+def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> AcceptanceModel:
+    keys = [_keys(o.row) for o in obs]
+    slopes = [_slopes(o.row) for o in obs]
+    w = [o.weight for o in obs]
+    y = [o.y for o in obs]
+    wsum = sum(w)
+    mu = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / wsum
+    effects: dict[str, dict[object, float]] = {g: {} for g in PENALTY}
+    slope: dict[str, dict[object, float]] = {g: {} for g in SLOPE_PENALTY}
+
+    def pred(i: int) -> float:
+        v = mu
+        for g, k in keys[i].items():
+            if k is not None:
+                v += effects[g].get(k, 0.0)
+        for g, (k, x) in slopes[i].items():
+            v += slope[g].get(k, 0.0) * x
+        return v
+
+    n = len(obs)
+    members: dict[str, dict[object, list[int]]] = {g: {} for g in PENALTY}
+    for i in range(n):
+        for g in PENALTY:
+            if keys[i][g] is not None:
+                members[g].setdefault(keys[i][g], []).append(i)
+    smembers: dict[str, dict[object, list[int]]] = {g: {} for g in SLOPE_PENALTY}
+    for i in range(n):
+        for g in SLOPE_PENALTY:
+            k, x = slopes[i][g]
+            if x:
+                smembers[g].setdefault(k, []).append(i)
+    current = [pred(i) for i in range(n)]
+    for _ in range(SWEEPS):
+        shift = sum(w[i] * (y[i] - current[i]) for i in range(n)) / wsum
+        mu += shift
+        current = [c + shift for c in current]
+        for g, lam in PENALTY.items():
+            for k, idx in members[g].items():
+                old = effects[g].get(k, 0.0)
+                num = sum(w[i] * (y[i] - current[i] + old) for i in idx)
+                new = num / (sum(w[i] for i in idx) + lam)
+                effects[g][k] = new
+                for i in idx:
+                    current[i] += new - old
+        for g, lam in SLOPE_PENALTY.items():
+            for k, idx in smembers[g].items():
+                old = slope[g].get(k, 0.0)
+                xs = [slopes[i][g][1] for i in idx]
+                num = sum(w[i] * x * (y[i] - current[i] + old * x) for i, x in zip(idx, xs, strict=True))
+                new = num / (sum(w[i] * x * x for i, x in zip(idx, xs, strict=True)) + lam)
+                slope[g][k] = new
+                for i, x in zip(idx, xs, strict=True):
+                    current[i] += (new - old) * x
+    model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
+    for o in obs:
+        if o.row.draft:
+            key = o.row.draft.lower()
+            model.drafts[key] = (*model.drafts.get(key, ()), o.row.id)
+            model.draft_sources[key] = model.draft_sources.get(key, frozenset()) | {o.row.source_id}
+    # residuals a new source sees: without the row's own source effect
+    res = [(o, y[i] - (current[i] - effects["source"].get(o.row.source_id, 0.0))) for i, o in enumerate(obs)]
+    groups: dict[tuple, list[tuple[float, float, Obs]]] = {}
+    for o, e in res:
+        task = None if o.row.task_class in UNTASKED else o.row.task_class
+        for key in ((o.row.method, task), (o.row.method,), ()):
+            groups.setdefault(key, []).append((o.weight, e, o))
+    glob = groups[()]
+    sd_all = math.sqrt(sum(wi * e * e for wi, e, _ in glob) / sum(wi for wi, _, _ in glob))
+    model.spread[()] = sd_all
+    k0 = 1.5  # rows' worth of weight the parent's spread counts for
+    for key, items in sorted(groups.items(), key=lambda kv: len(kv[0])):
+        ids = tuple(o.row.id for _, _, o in items)
+        model.cells[key] = ids
+        model.sources[key] = frozenset(o.row.source_id for _, _, o in items)
+        if not key:
+            continue
+        parent = model.spread[key[:-1]] if len(key) > 1 else sd_all
+        sw = sum(wi for wi, _, _ in items)
+        model.spread[key] = math.sqrt((sum(wi * e * e for wi, e, _ in items) + k0 * parent ** 2) / (sw + k0))
+    return model
+
+
+def fit(rows: Sequence[AcceptanceRow]) -> AcceptanceModel:
+    """The acceptance model on these rows only (decay, observations, effects, spreads)."""
+    decay = decay_table(rows)
+
+    def d(r: AcceptanceRow) -> float:
+        est = decay.get((r.method, r.task_class)) or decay.get((r.method, "*"))
+        return est.value if est else DECAY.get(r.method, 1.0)
+
+    return _fit(observations(rows, d), decay)
+
+
+# --- estimates for a request ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AcceptanceEstimate:
+    """α0 for one candidate, with where it comes from and how sure it is."""
+
+    alpha0: float
+    decay: float
+    logit_sd: float
+    task_class: str
+    cell_rows: tuple[str, ...]        # rows of this method × task class
+    cell_sources: int
+    method_rows: int
+    task_shift: float                 # α0 with this task minus α0 with --task chat (chat: minus no task effect)
+    decay_note: str
+    draft_rows: tuple[str, ...] = ()  # rows that name this very draft (its own effect)
+
+    def tau(self, gamma: int) -> float:
+        return expected_tokens(self.alpha0, gamma, self.decay, MAX_ALPHA)
+
+    def tau_range(self, gamma: int) -> tuple[float, float]:
+        lo = min(MAX_ALPHA, _sigmoid(_logit(self.alpha0) - Z80 * self.logit_sd))
+        hi = min(MAX_ALPHA, _sigmoid(_logit(self.alpha0) + Z80 * self.logit_sd))
+        return (expected_tokens(lo, gamma, self.decay, MAX_ALPHA), expected_tokens(hi, gamma, self.decay, MAX_ALPHA))
+
+    def source_text(self, method: str) -> str:
+        ids = ", ".join(self.cell_rows[:6]) + (f" +{len(self.cell_rows) - 6}" if len(self.cell_rows) > 6 else "")
+        cell = (f"{len(self.cell_rows)} {method} × {self.task_class} rows from {self.cell_sources} sources ({ids})"
+                if self.cell_rows else f"no {method} × {self.task_class} row")
+        own = (f"; {len(self.draft_rows)} rows name this draft ({', '.join(self.draft_rows[:4])})" if self.draft_rows else "")
+        return (f"acceptance model (playbooks/data/{DATA_FILE}): {cell}, {self.method_rows} {method} rows in all{own}; "
+                f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note})")
+
+    def task_note(self, method: str, task: str) -> str:
+        if not self.cell_rows:
+            return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
+                    f"acceptance: its average over the {self.method_rows} {method} rows of other tasks is used")
+        direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
+        than = "relative to --task chat" if self.task_class != "chat" else "relative to its average over tasks"
+        ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
+        return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
+                f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
+
+
+def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0, variant: str | None = None,
+             structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
+             target: str | None = None, trainer: str | None = None, engine: str | None = "vllm") -> AcceptanceEstimate | None:
+    """α0 for one candidate (None: the data has no row of this method)."""
+    if method not in model.methods:
+        return None
+    cls = TASK_OF_REQUEST.get(task, task)
+    ratio = math.log((draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO) if method == "draft_model" else 0.0
+    fam = family_of(target)
+    keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
+            "task": cls, "method_task": (method, cls), "family": fam or None,
+            "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
+            "draft": (draft or "").lower() or None, "engine": engine, "source": None}
+    slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio)}
+    rows = model.cells.get((method, cls), ())
+    if not rows:  # no row of this method for this task: its average over tasks (the task's effect on other
+        keys = {**keys, "task": None, "method_task": None}  # methods need not hold for this one)
+    own = model.draft_offset(draft)
+    y = model.logit(keys, slopes) + own
+    ref = "chat" if cls != "chat" and model.cells.get((method, "chat")) else None  # --task chat is the default
+    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes) + own
+    dec = model.decay_for(method, cls)
+    a = min(MAX_ALPHA, _sigmoid(y))
+    return AcceptanceEstimate(
+        alpha0=a, decay=1.0 if structure == "tree" else dec.value, logit_sd=model.spread_for(method, cls), task_class=cls,
+        cell_rows=rows, cell_sources=len(model.sources.get((method, cls), ())),
+        method_rows=len(model.cells.get((method,), ())), task_shift=a - min(MAX_ALPHA, _sigmoid(y0)),
+        decay_note=f"fitted on {', '.join(dec.rows[:4])}{' …' if len(dec.rows) > 4 else ''} ({dec.cell})" if dec.rows
+        else "priors default: no per-position or γ-sweep row",
+        draft_rows=model.drafts.get((draft or "").lower(), ()))
+
+
+def default_model() -> AcceptanceModel:
+    """The model fitted on every shipped row (computed once per set of inputs, see diskcache)."""
+    from specops.planner.diskcache import cached
+
+    return cached("acceptance", lambda: fit(load_rows()))
+
+
+# --- checks -----------------------------------------------------------------------------------------
+
+def scorable(r: AcceptanceRow) -> bool:
+    """A row whose published τ the model is judged on: fitted kind, τ derivable, γ stated."""
+    return r.used and r.gamma_stated and r.published_tau() is not None
+
+
+def lower_bounds(model: AcceptanceModel, rows: Iterable[AcceptanceRow]) -> list[tuple[AcceptanceRow, float]]:
+    """(row, predicted τ at the row's γ or 5) for rows that publish only a speedup (τ ≥ that speedup)."""
+    out = []
+    for r in rows:
+        if r.tau_lower_bound is None:
+            continue
+        probe = AcceptanceRow(**{**r.__dict__, "flags": frozenset(), "gamma": r.gamma or 5})
+        p = model.predict_row(probe)
+        if p is not None:
+            out.append((r, p))
+    return out
+
+
+# --- cross-validation (leave one source out, :mod:`specops.planner.loso`) -------------------------
+
+def cross_validate(rows: Sequence[AcceptanceRow] | None = None):
+    """Every scorable row's τ predicted by the model fitted without its source."""
+    from specops.planner.loso import leave_one_source_out
+
+    rows = list(rows if rows is not None else load_rows())
+    return leave_one_source_out(rows, fit=fit, predict=lambda m, r: m.predict_row(r),
+                                published=lambda r: r.published_tau() if scorable(r) else None,
+                                source=lambda r: r.source_id)
+
+
+PRIORS_TASK = {"mixed": "chat", "qa": "chat", "multimodal": "chat", "rag": "summarization", "code-edit": "code"}
+
+
+def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
+    """The same harness on today's priors (specops.planner.priors, calibrated on the speedup tables of
+    playbooks/data without the held-out source): the 'before' figure."""
+    from specops.planner.loso import leave_one_source_out
+    from specops.planner.priors import calibrate, load_published
+
+    rows = list(rows if rows is not None else load_rows())
+    published = load_published()
+    by_string = {r.source: r.source_id for r in rows}
+    all_ids = {r.source_id for r in rows}
+
+    def fit_priors(train: list[AcceptanceRow]):
+        held = all_ids - {r.source_id for r in train}
+        return calibrate([p for p in published if by_string.get(p.source) not in held])
+
+    def predict(priors, r: AcceptanceRow) -> float | None:
+        if r.method not in ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa"):
+            return None
+        ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
+        prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,
+                              generation=r.variant if r.method == "eagle3" and r.variant in ("3", "3.1") else None,
+                              structure=r.structure, draft=r.draft or None, draft_ratio=ratio)
+        return prior.expected_tokens(solve_gamma(r))
+
+    return leave_one_source_out(rows, fit=fit_priors, predict=predict,
+                                published=lambda r: r.published_tau() if scorable(r) else None,
+                                source=lambda r: r.source_id)
+
+
+# --- the priors' entry point --------------------------------------------------------------------------
+
+BORROW = {"suffix": "ngram"}
+"""A lookup method whose relative has rows from more sources for the request's task (or, with no rows of its own
+for it, more sources in all) borrows the relative's estimate for that task (said in the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
+repetitive translation set) plus one without γ (vllm-ascend #7349), so its average over tasks is a translation
+average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
+
+
+def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
+                   generation: str | None = None, structure: str = "chain", draft: str | None = None,
+                   draft_ratio: float | None = None, target: str | None = None):
+    """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method)."""
+    from specops.planner.priors import AcceptancePrior
+
+    use, borrowed = method, ""
+    relative = BORROW.get(method)
+    cls = TASK_OF_REQUEST.get(task, task)
+    mine, theirs = model.sources.get((method, cls), frozenset()), model.sources.get((relative, cls), frozenset())
+    wider = len(model.sources.get((relative,), ())) > len(model.sources.get((method,), ()))
+    if relative in model.methods and (method not in model.methods or len(theirs) > len(mine) or (not mine and wider)):
+        why = f"no {method} rows for {cls}" if not mine else (f"{len(theirs)} sources of {relative} × {cls} rows "
+                                                               f"against {len(mine)} of {method}'s")
+        use, borrowed = relative, f" (borrowed from {relative}: {why})"
+    variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
+    est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
+                   draft_ratio=draft_ratio, target=target)
+    if est is None:
+        return None
+    return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, None, est)

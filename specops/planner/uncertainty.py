@@ -1,0 +1,460 @@
+"""How sure a predicted speedup is: an 80% range, the chance of a gain and the expected speedup,
+calibrated on the model's out-of-source errors on published rows, and the pick rule that uses them.
+
+**Residuals.** Every published row with a speedup (playbooks/data, DATA_FILES, plus the rows handed
+over in playbooks/data/heldout_2026-12.csv) is predicted with acceptance priors fitted without its
+own source (:func:`specops.planner.evidence.cross_validate`); its residual is r = ln(published /
+predicted). Rows of one source are one unit: sources are named the same way across files
+(:func:`source_key`), and each residual weighs ``rows_of_its_source ** -SOURCE_EXPONENT``, so a paper
+with 20 rows does not outvote 20 single-row sources.
+
+**Strata and pooling.** A prediction is placed in a stratum: engine class (serving engine or paper
+harness), method family (trained head / separate draft model / prompt lookup), target architecture
+(dense / MoE / hybrid) and batch range (1-2, 3-16, 17+). Its residual distribution is a mixture built
+from the coarsest level down (all rows → engine class → + method family → + architecture → + batch
+range): at each level the stratum's own rows take the share n/(n + POOL_SOURCES) of the weight, n
+being the *sources* it holds, and the parent keeps the rest (a level holding the same rows as its
+parent adds nothing). A thin stratum is mostly its parent's distribution; a stratum with many
+sources is mostly its own.
+
+**The range** is split-conformal on that distribution: [S·e^q(0.1), S·e^q(0.9)] of the weighted
+residual quantiles for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
+physics: never above τ (the tokens one verification step yields: a step costs at least a plain
+forward, so S ≤ τ), never below S/τ (the speedup when every draft is rejected: the cost of drafting
+and verifying for one token). ``width`` is hi/lo.
+
+**P(gain)** = P(S·e^r > 1) under the same distribution, each residual smoothed by a normal kernel of
+BANDWIDTH in ln; **expected speedup** = E[clip(S·e^r, S/τ, τ)].
+
+**The pick** (:func:`pick`): the candidate with the best expected speedup among those whose P(gain)
+is at least the risk level (``--min-p-gain``, default DEFAULT_MIN_P_GAIN) and whose expected speedup
+is above 1; when the best by point is refused the next one is tried; none qualifies → no speculation.
+
+Coverage, width, the calibration of P(gain) (Brier score, reliability table) and the regret of the rule
+are measured *nested* in bench/uncertainty_bench.py: for each held-out source, the priors are fitted
+and the residual distribution calibrated on the other sources only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from pydantic import Field
+
+from specops.models import Strict
+from specops.planner.evidence import SERVING_ENGINES
+
+LEVEL = 0.80
+"""Nominal coverage of every range."""
+POOL_SOURCES = 100.0
+"""A stratum holding n sources keeps n/(n + POOL_SOURCES) of the weight against its parent. Chosen on
+the nested bench (bench/uncertainty_bench.py; 142 rows, 43 sources): a stratum's rows from other sources
+say little about a new source - with 3 the ranges held 61% of held-out speedups, with 30 68%, with 100
+74% (90% of those the τ bound allows), median hi/lo 2.08 -> 2.26, Brier score of P(gain) 0.102 -> 0.086.
+Sources differ more than strata do: most of what makes one range differ from another is its physics
+bounds (τ, S/τ) and the strata only tilt the shared distribution."""
+SOURCE_EXPONENT = 0.5
+"""Each residual weighs rows_of_its_source ** -SOURCE_EXPONENT (0: rows count equally; 1: sources do).
+On the bench (pool 100): 0 holds 71% at hi/lo 2.18, 0.5 74% at 2.26, 1 76% at 2.48."""
+BANDWIDTH = 0.05
+"""Normal kernel (in ln speedup) that smooths each residual for P(gain)."""
+DEFAULT_MIN_P_GAIN = 0.80
+"""Risk level of the pick: a candidate needs P(speedup > 1) at least this to be chosen. Set from the
+regret bench (bench/uncertainty_bench.py): see docs/recommend.md."""
+LEVELS = ("all published rows", "engine class", "engine class and method family",
+          "engine class, method family and architecture",
+          "engine class, method family, architecture and batch range")
+NEAR_DEPTH = 3
+"""A stratum matched at least this deep (engine, family, architecture) with rows of its own is "near"."""
+
+
+# --- strata -----------------------------------------------------------------------------------------
+
+def engine_class(engine: str) -> str:
+    return "serving" if engine in SERVING_ENGINES else "harness"
+
+
+def method_family(method: str) -> str:
+    """head (EAGLE/EAGLE-3/Medusa heads, native MTP), model (a separate draft LM, DFlash), lookup
+    (n-gram, suffix)."""
+    from specops.speculation import METHODS
+
+    fam = METHODS[method].family if method in METHODS else "head"
+    return {"head": "head", "native": "head", "model": "model", "model_free": "lookup"}.get(fam, "head")
+
+
+def arch_class(kind: str | None, moe: bool) -> str:
+    if kind == "hybrid":
+        return "hybrid"
+    return "moe" if moe or kind == "moe" else "dense"
+
+
+def batch_class(batch: int) -> str:
+    return "1-2" if batch <= 2 else "3-16" if batch <= 16 else "17+"
+
+
+@dataclass(frozen=True)
+class Stratum:
+    engine: str   # serving | harness
+    family: str   # head | model | lookup
+    arch: str     # dense | moe | hybrid
+    batch: str    # 1-2 | 3-16 | 17+
+
+    def key(self, depth: int) -> tuple[str, ...]:
+        return (self.engine, self.family, self.arch, self.batch)[:depth]
+
+    def label(self) -> str:
+        return f"{self.engine}/{self.family}/{self.arch}/batch {self.batch}"
+
+
+def stratum_of(*, engine: str, method: str, kind: str | None, moe: bool, batch: int) -> Stratum:
+    return Stratum(engine_class(engine), method_family(method), arch_class(kind, moe), batch_class(batch))
+
+
+# --- sources ----------------------------------------------------------------------------------------
+
+def source_key(source: str) -> str:
+    """One name per source across files: an issue or PR by its number, a TensorRT-LLM tech blog by its
+    number, else the source text up to its first parenthesis or comma."""
+    s = source.lower()
+    m = re.search(r"\b(pr|issue)\s*#\s*(\d+)", s)
+    if m:
+        repo = next((k for k in ("specforge", "sglang", "vllm", "llama.cpp", "eagle", "mlx", "omlx", "speculators")
+                     if k in s[:m.start()]), "")
+        return f"{repo} {m.group(1)} #{m.group(2)}"
+    m = re.search(r"tech[ _]?blog[ _]?(\d+)|blogs?/tech_blog/blog(\d+)", s)
+    if m:
+        return f"tensorrt-llm tech blog {m.group(1) or m.group(2)}"
+    return re.split(r"[(,]", s, maxsplit=1)[0].strip()
+
+
+def unify_sources(rows: Iterable) -> list:
+    """Rows whose sources share a :func:`source_key` get the first spelling of it, so leaving a source
+    out leaves all of its rows out (the same SpecForge issue is spelled two ways in playbooks/data)."""
+    first: dict[str, str] = {}
+    out = []
+    for r in rows:
+        name = first.setdefault(source_key(r.source), r.source)
+        out.append(r if name == r.source else replace(r, source=name))
+    return out
+
+
+# --- the handed-over rows of 2026-12 ------------------------------------------------------------------
+
+HELDOUT_FILE = "heldout_2026-12.csv"
+ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang", "trt-llm": "tensorrt-llm", "tensorrt-llm": "tensorrt-llm"}
+
+
+def _arg(args: str, flag: str) -> str | None:
+    m = re.search(rf"{flag}\s+(\S+)", args)
+    return m.group(1) if m else None
+
+
+def load_heldout_2026_12() -> list:
+    """playbooks/data/heldout_2026-12.csv (its own columns, see its README in shared/data) as
+    :class:`~specops.planner.priors.PublishedRow`: the setup from ``recommend_args``, the engine from
+    ``engine_class``, γ left unstated where the source does not state it (the model's best γ is used)."""
+    from specops.planner.evidence import size_in_name
+    from specops.planner.priors import PublishedRow, _method, _task
+    from specops.playbooks import playbook_path
+
+    out = []
+    with open(playbook_path("data", HELDOUT_FILE), newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            args = r["recommend_args"]
+            method, gen = _method(r["method_published"])
+            cls = re.match(r"[a-z0-9_]+", r["method_class"]).group(0)  # "dflash(proxy for dspark)" -> dflash
+            method = cls if cls in ("draft_model", "ngram", "mtp", "dflash") else method or cls
+            gamma = int(r["gamma_published"]) if r["gamma_published"].isdigit() else None
+            gpus = int(r["gpus"] or 1)
+            engine = ENGINE_NAMES.get(r["engine_class"].lower(), "other")
+            speedup = float(r["published_speedup"]) if r["published_speedup"] else None
+            params = _arg(args, "--params-b")
+            out.append(PublishedRow(
+                source=r["source"], location=f"{r['location']} [{r['id']}]", target=_arg(args, "--model") or r["model"],
+                params_b=float(params) if params else None, method=method, generation=gen, structure="chain",
+                gamma=gamma, tree_tokens=None, task=_task(r["task_flag"]), temperature=float(r["temperature"] or 0),
+                temperature_stated=bool(r["temperature"]), batch=int(r["batch"] or 1), batch_known=bool(r["batch"]),
+                hardware=f"{gpus}x {r['gpu']}", engine=engine, tau=None, acceptance_rate=None, rate_is_alpha=False,
+                speedup=speedup, draft_params_b=size_in_name(r["draft"].lower()) if method == "draft_model" else None,
+                notes=f"engine={engine}; flags={r['flags']}; {r['notes']}", context_len=int(r["context_len"] or 0) or None,
+                draft_id=r["draft"] or None, quantization=_arg(args, "--quantization"), catalog_target=True))
+    return out
+
+
+def _same_measurement(a, b) -> bool:
+    return (source_key(a.source) == source_key(b.source) and a.method == b.method and a.batch == b.batch
+            and a.speedup is not None and b.speedup is not None and abs(a.speedup - b.speedup) < 0.006)
+
+
+def calibration_rows() -> list:
+    """Every published row the ranges are calibrated on: DATA_FILES and the 2026-12 hand-over (its rows
+    already in DATA_FILES - same source, method, batch and speedup - dropped), sources unified."""
+    from specops.planner.priors import load_published
+
+    rows = load_published()
+    extra = [r for r in load_heldout_2026_12() if not any(_same_measurement(r, o) for o in rows)]
+    return unify_sources(rows + extra)
+
+
+# --- the calibrated distribution -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Point:
+    """One residual: its source (unified), ln(published/predicted), its stratum and citation."""
+
+    source: str
+    log_ratio: float
+    stratum: Stratum
+    cite: str = ""
+
+
+def points_from(residuals: Iterable) -> list[Point]:
+    """:class:`Point` s from :class:`specops.planner.evidence.Residual` s."""
+    out = []
+    for r in residuals:
+        s = stratum_of(engine=r.row.engine, method=r.row.method, kind=getattr(r, "arch", None), moe=r.moe,
+                       batch=r.row.batch)
+        out.append(Point(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60]))
+    return out
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """The pooled residual distribution of one stratum: sorted log-ratios with weights summing to 1."""
+
+    logs: tuple[float, ...]
+    weights: tuple[float, ...]
+    depth: int            # deepest level with rows of the stratum's own
+    own_rows: int         # rows at that level
+    own_sources: int
+    cites: tuple[str, ...]
+    own_share: float = 0.0  # weight of the deepest stratum's own rows (the rest is pooled from its parents)
+
+    def quantile(self, q: float) -> float:
+        acc, cum = 0.0, []
+        for w in self.weights:
+            acc += w
+            cum.append(acc)
+        i = bisect.bisect_left(cum, q * acc - 1e-12)
+        return self.logs[min(i, len(self.logs) - 1)]
+
+    def p_above(self, x: float, bandwidth: float = BANDWIDTH) -> float:
+        """P(r > x), each residual smoothed by N(0, bandwidth)."""
+        if bandwidth <= 0:
+            return sum(w for r, w in zip(self.logs, self.weights, strict=True) if r > x)
+        return sum(w * 0.5 * math.erfc((x - r) / (bandwidth * math.sqrt(2))) for r, w in zip(self.logs, self.weights, strict=True))
+
+
+class Calibration:
+    """Residual points and the pooled mixture of each stratum (computed once per stratum)."""
+
+    def __init__(self, points: Sequence[Point], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT):
+        self.points = list(points)
+        self.pool, self.exponent = pool, exponent
+        self._cache: dict[Stratum, Mixture] = {}
+
+    def mixture(self, stratum: Stratum) -> Mixture:
+        if stratum not in self._cache:
+            self._cache[stratum] = self._build(stratum)
+        return self._cache[stratum]
+
+    def _level(self, members: list[int]) -> dict[int, float]:
+        counts: dict[str, int] = {}
+        for i in members:
+            counts[self.points[i].source] = counts.get(self.points[i].source, 0) + 1
+        raw = {i: counts[self.points[i].source] ** -self.exponent for i in members}
+        total = sum(raw.values())
+        return {i: w / total for i, w in raw.items()}
+
+    def _build(self, stratum: Stratum) -> Mixture:
+        if not self.points:
+            return Mixture((0.0,), (1.0,), 0, 0, 0, ())
+        weights = self._level(list(range(len(self.points))))
+        depth, members, own_share = 0, list(range(len(self.points))), 1.0
+        for d in range(1, len(LEVELS)):
+            key = stratum.key(d)
+            mine = [i for i in range(len(self.points)) if self.points[i].stratum.key(d) == key]
+            if not mine:
+                break
+            if mine == members:  # the same rows as the level above: no new evidence to pool again
+                depth = d
+                continue
+            n_src = len({self.points[i].source for i in mine})
+            share = n_src / (n_src + self.pool)
+            own = self._level(mine)
+            weights = {i: (1 - share) * w for i, w in weights.items()}
+            for i, w in own.items():
+                weights[i] = weights.get(i, 0.0) + share * w
+            depth, members, own_share = d, mine, share
+        order = sorted(weights, key=lambda i: self.points[i].log_ratio)
+        cites = tuple(dict.fromkeys(self.points[i].cite for i in sorted(members, key=lambda i: -weights[i])))[:3]
+        return Mixture(tuple(self.points[i].log_ratio for i in order), tuple(weights[i] for i in order), depth,
+                       len(members), len({self.points[i].source for i in members}), cites, own_share)
+
+
+class Uncertainty(Strict):
+    """What a predicted speedup is worth: its range, the chance it is a gain, its expected value."""
+
+    speedup: float = Field(description="The performance model's point prediction.")
+    speedup_low: float = Field(description="Lower end of the range (nominal LEVEL coverage), at least S/τ.")
+    speedup_high: float = Field(description="Upper end of the range, at most τ.")
+    level: float = Field(description="Nominal coverage of the range (0.8).")
+    width: float = Field(description="speedup_high / speedup_low.")
+    p_gain: float = Field(description="P(speedup > 1) under the calibrated residual distribution.")
+    expected_speedup: float = Field(description="Mean speedup under the calibrated residual distribution, "
+                                    "bounded by S/τ and τ.")
+    tau: float = Field(description="Tokens per verification step: the range's ceiling.")
+    floor: float = Field(description="Speedup if every draft is rejected (S/τ): the range's floor.")
+    rows: int = Field(description="Published rows of the deepest stratum the distribution draws on.")
+    sources: int = Field(description="Sources of those rows.")
+    matched_on: str = Field(description="The deepest stratum level with published rows of its own.")
+    own_weight: float = Field(description="Share of the distribution those rows carry (the rest is pooled).")
+    stratum: str = Field(description="engine class / method family / architecture / batch range.")
+    near: bool = Field(description="False: no published row shares the engine class, method family and "
+                       "architecture: the range leans on coarser strata.")
+    median_error: float = Field(description="Weighted median |ln(published/predicted)| of the distribution.")
+    cited: list[str] = Field(default_factory=list, description="Up to three sources of the deepest stratum.")
+
+    # names the plan and the old evidence object shared
+    @property
+    def speedup_range(self) -> tuple[float, float]:
+        return self.speedup_low, self.speedup_high
+
+    def line(self) -> str:
+        near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
+        return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
+                f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from out-of-source errors on "
+                f"published rows: {self.rows} rows ({self.sources} sources) with the same {self.matched_on} "
+                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled from coarser strata; bounded by "
+                f"τ {self.tau:.2f} and the all-rejected {self.floor:.2f}x{near}")
+
+
+def assess(speedup: float, tau: float, stratum: Stratum, calibration: Calibration, *,
+           level: float = LEVEL) -> Uncertainty:
+    """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
+    verification step, in ``stratum``."""
+    mix = calibration.mixture(stratum)
+    tau = max(1.0, tau)
+    cap, floor = max(tau, speedup), min(speedup / tau, speedup)
+    lo_q, hi_q = mix.quantile((1 - level) / 2), mix.quantile((1 + level) / 2)
+    lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
+    hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
+    p = mix.p_above(-math.log(speedup)) if speedup > 0 else 0.0
+    expected = sum(w * min(cap, max(floor, speedup * math.exp(r))) for r, w in zip(mix.logs, mix.weights, strict=True))
+    errs = sorted(zip((abs(r) for r in mix.logs), mix.weights, strict=True))
+    acc, med = 0.0, 0.0
+    for e, w in errs:
+        acc += w
+        med = e
+        if acc >= 0.5:
+            break
+    point = round(speedup, 3)  # shown to 3 decimals: the low end rounded up, the high end down (bounds hold)
+    lo, hi = min(point, math.ceil(lo * 1000) / 1000), max(point, math.floor(hi * 1000) / 1000)
+    return Uncertainty(speedup=point, speedup_low=lo, speedup_high=hi, level=level,
+                       width=round(hi / lo, 3) if lo > 0 else math.inf, p_gain=round(min(1.0, max(0.0, p)), 3),
+                       expected_speedup=round(expected, 3), tau=round(tau, 3), floor=round(floor, 3),
+                       rows=mix.own_rows, sources=mix.own_sources, matched_on=LEVELS[mix.depth],
+                       own_weight=round(mix.own_share, 3),
+                       stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH, median_error=round(med, 3),
+                       cited=list(mix.cites))
+
+
+@lru_cache(maxsize=1)
+def default_calibration() -> Calibration:
+    """The shipped calibration: residuals of :func:`calibration_rows`, each with its own source left out
+    (kept in the planner's disk cache, keyed on every input)."""
+    from specops.planner.diskcache import cached
+
+    return Calibration(cached("uncertainty-points", _default_points))
+
+
+def _default_points() -> list[Point]:
+    from specops.planner.evidence import cross_validate
+
+    return points_from(cross_validate(calibration_rows(), unstated_gamma=True))
+
+
+# --- the pick ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Judged:
+    """A candidate with its uncertainty (None: no range applies - a measured model or no speculation)."""
+
+    candidate: object
+    speedup: float
+    u: Uncertainty | None
+
+    @property
+    def p_gain(self) -> float:
+        return self.u.p_gain if self.u else 1.0
+
+    @property
+    def expected(self) -> float:
+        return self.u.expected_speedup if self.u else self.speedup
+
+
+def eligible(j: Judged, min_p_gain: float) -> bool:
+    """The rule's bar: P(gain) at least the risk level and an expected speedup above 1."""
+    return j.p_gain >= min_p_gain and j.expected > 1.0
+
+
+def pick(judged: Sequence[Judged], *, min_p_gain: float, score: Callable[[Judged], float] | None = None):
+    """(chosen or None, refused): the best expected score among candidates with P(gain) ≥ ``min_p_gain``
+    and an expected speedup above 1, and the better-by-point candidates refused on the way (falling
+    through them, not to no speculation). ``score`` defaults to the expected speedup."""
+    score = score or (lambda j: j.expected)
+    ok = [j for j in judged if eligible(j, min_p_gain)]
+    if not ok:
+        return None, sorted(judged, key=lambda j: -j.speedup)
+    best = max(ok, key=score)
+    refused = [j for j in judged if j not in ok and j.speedup > best.speedup]
+    return best, sorted(refused, key=lambda j: -j.speedup)
+
+
+def rule_text(min_p_gain: float) -> str:
+    return (f"best expected speedup among candidates with P(gain) ≥ {min_p_gain:.2f} and expected speedup > 1 "
+            f"({LEVEL:.0%} ranges)")
+
+
+# --- legacy: the range before issue 38, kept for the bench's before/after ------------------------------
+
+def legacy_interval(speedup: float, *, method: str, batch: int, gpu_class: str, moe: bool, residuals) -> tuple:
+    """(low, high) of the range `recommend` printed before this module: the 10th/90th percentile of the
+    residuals of the most similar rows (min/max below 5), widened by e^±0.1, no bounds."""
+    from specops.planner.evidence import batch_range
+
+    res = list(residuals)
+    rng = batch_range(batch)
+    levels = [
+        lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe and r.gpu_class == gpu_class,
+        lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe,
+        lambda r: r.row.method == method and batch_range(r.row.batch) == rng,
+        lambda r: r.row.method == method,
+        lambda r: True,
+    ]
+    pick_ = res
+    for keep in levels:
+        alike = [r for r in res if keep(r) and (r.row.batch_known or r.row.batch == 1)]
+        serving = [r for r in alike if r.row.engine in SERVING_ENGINES]
+        pick_ = serving if len(serving) >= 3 else alike
+        if len(pick_) >= 3:
+            break
+    logs = sorted(r.log_ratio for r in pick_) or [0.0]
+    if len(logs) >= 5:
+        lo, hi = _q(logs, 0.1), _q(logs, 0.9)
+    else:
+        lo, hi = logs[0], logs[-1]
+    return speedup * math.exp(lo - 0.1), speedup * math.exp(hi + 0.1)
+
+
+def _q(v: list[float], q: float) -> float:
+    pos = q * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
