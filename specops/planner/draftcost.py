@@ -1,8 +1,8 @@
 """A separate draft model's cost per engine class, from the cost side of published draft-size sweeps.
 
-``playbooks/data/draft_sweeps_2026-12.csv`` holds sweeps that change only the draft's size (Llama-3.2-1B,
--3B, Llama-3.1-8B) for one 70B/405B target on one engine (AMD's vLLM-on-MI300X blog, NVIDIA's TensorRT-LLM
-405B post). Within a sweep the ratio of speedups between two draft sizes is mostly the ratio of their
+``playbooks/data/heldout_2026-12.csv`` holds sweeps that change only the draft's size (Llama-3.2-1B,
+-3B, Llama-3.1-8B) for one 70B/405B target on one engine (AMD's vLLM-on-MI300X blog, rows AMD-DD-*;
+NVIDIA's TensorRT-LLM 405B post, rows NV-405B-*); :func:`load_sweeps` reads those rows (cost side only). Within a sweep the ratio of speedups between two draft sizes is mostly the ratio of their
 costs: acceptance moves little with draft size (the priors' draft slope, 0.03 α per e-fold), while a
 draft's forward grows with its layers and weights. :func:`sweep_ratio_errors` scores a profile's
 ``draft_layer_overhead_ms`` on those ratios (each row against its sweep's smallest draft) and
@@ -19,7 +19,10 @@ from functools import lru_cache
 
 from specops.planner.perfmodel import EngineProfile
 
-DATA_FILE = "draft_sweeps_2026-12.csv"
+DATA_FILE = "heldout_2026-12.csv"
+SWEEPS = ("AMD-DD-70B-1B", "AMD-DD-70B-3B", "AMD-DD-70B-8B", "AMD-DD-405B-1B", "AMD-DD-405B-3B", "AMD-DD-405B-8B",
+          "NV-405B-1B", "NV-405B-3B", "NV-405B-8B")
+TARGETS = {"70B": "meta-llama/Llama-3.1-70B-Instruct", "405B": "meta-llama/Llama-3.1-405B-Instruct"}
 GRID = (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12)
 
 
@@ -52,10 +55,12 @@ def load_sweeps() -> list[SweepRow]:
 @lru_cache(maxsize=2)
 def _load(path: str) -> tuple[SweepRow, ...]:
     with open(path, newline="", encoding="utf-8") as f:
-        return tuple(SweepRow(r["id"], r["source"], r["target_model"], r["draft_model"], r["engine_class"], r["gpu"],
-                              int(r["gpus"]), int(r["gamma"]) if r["gamma"] else None, int(r["batch"]),
-                              int(r["context_len"]), int(r["output_len"]), float(r["published_speedup"]))
-                     for r in csv.DictReader(f))
+        rows = [r for r in csv.DictReader(f) if r["id"] in SWEEPS]
+    return tuple(SweepRow(r["id"], r["source"], TARGETS["405B" if "405B" in r["model"] else "70B"], r["draft"],
+                          "tensorrt-llm" if "TensorRT" in r["engine_class"] or "TRT" in r["engine_class"] else "vllm",
+                          r["gpu"], int(r["gpus"]), int(r["gamma_published"]) if r["gamma_published"].isdigit() else None,
+                          int(r["batch"]), int(r["context_len"]), int(r["output_len"]), float(r["published_speedup"]))
+                 for r in rows)
 
 
 def predicted_speedup(row: SweepRow, profile: EngineProfile, priors=None) -> float:
