@@ -31,7 +31,8 @@ def print_plan(plan) -> None:
         out.print(f"learned from {note}")
     if plan.load is not None:
         ld = plan.load
-        out.print(f"load: {ld.qps:g} req/s -> {ld.concurrency} in flight (latency {ld.latency_s:.2f} s; "
+        lat = f"{ld.latency_s:.2f} s" if ld.latency_s is not None else "unbounded"
+        out.print(f"load: {ld.qps:g} req/s -> {ld.concurrency} in flight (latency {lat}; "
                   f"{'converged' if ld.converged else 'NOT converged'} in {ld.iterations} steps): {ld.note}")
     out.print(f"memory: {m.total_gib:.1f} of {m.available_gib:.1f} GiB (weights {m.weights_gib:.1f}, draft "
               f"{m.draft_gib:.2f}, KV {m.kv_cache_gib:.1f}); fits: {m.fits}, max batch {m.max_batch_that_fits}")

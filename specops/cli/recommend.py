@@ -37,6 +37,9 @@ def recommend_command(
     batch_size: int = typer.Option(None, "--batch-size", help="Concurrent requests (default 1)."),
     qps: float = typer.Option(None, "--qps", help="Request rate instead of --batch-size: the batch becomes the "
                               "concurrency it keeps in flight (Little's law with the predicted latency)."),
+    kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help="Pin the KV cache dtype (auto, fp8, "
+                                       "turboquant_k8v4, ...; checked against the vLLM version). Default: the least "
+                                       "compressed that fits the batch."),
     engine: str = typer.Option("vllm", "--engine", help="Engine whose step-time profile predicts: vllm, sglang, "
                                "tensorrt-llm, hf (the rendered launch stays vLLM)."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="vLLM release (default SPECOPS_VLLM_VERSION, "
@@ -72,7 +75,7 @@ def recommend_command(
                                 temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                                 objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
                                 draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
-                                engine=engine, parallel_drafting=parallel_drafting or None)
+                                engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype)
         plan = recommend_with_defaults(request, calibration=calibration)
         if fmt == "deployment":
             typer.echo(deployment_yaml(plan, name), nl=False)

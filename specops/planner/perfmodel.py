@@ -13,6 +13,13 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from specops.models import Strict
+from specops.planner.moe import (
+    all_to_all_ms,
+    effective_tokens,
+    expert_read_efficiency,
+    expert_split,
+    experts_touched,
+)
 from specops.planner.priors import AcceptancePrior
 from specops.planner.types import GPU, ModelSpec
 from specops.speculation import METHODS
@@ -35,6 +42,10 @@ rejection sampler scores the full vocabulary at every draft position and the bon
 # per-batch γ schedule, TPOT is worse even where every range has K=0 - +6.6% at concurrency 2, +21.6%
 # at 189 (the schedule forces PIECEWISE CUDA graphs). Interpolated in log2(batch) between the two points.
 SCHEDULE_COST = ((2, 0.066), (189, 0.216))
+MOE_REF_TOP_K = 8
+"""moe_layer_overhead_ms is the fixed cost of a MoE layer whose tokens each go to 8 experts."""
+PREFILL_TOKENS = 64
+"""A forward with at least this many new tokens per sequence is a prefill (chunk) for the compute efficiency."""
 TURBOQUANT_FULL_LAYERS = 4  # first/last 2 attention layers of dense models stay at full precision
 
 
@@ -45,6 +56,9 @@ class EngineProfile(Strict):
     name: str = Field("vllm", description="Profile name.")
     bandwidth_efficiency: float = Field(0.80, gt=0, le=1, description="Achieved / peak memory bandwidth.")
     compute_efficiency: float = Field(0.55, gt=0, le=1, description="Achieved / peak dense tensor FLOP/s.")
+    prefill_compute_efficiency: float | None = Field(
+        None, gt=0, le=1, description="Achieved / peak FLOP/s in a prefill (a forward of at least PREFILL_TOKENS tokens "
+        "per sequence: large GEMMs run nearer peak than decode's); None: compute_efficiency.")
     overlap_penalty: float = Field(0.3, ge=0, le=1, description="t = max(mem, compute) + p·min(mem, compute).")
     step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
@@ -54,7 +68,13 @@ class EngineProfile(Strict):
         "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
         "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
         "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
-    ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step.")
+    ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step (fixed part).")
+    ngram_lookup_ns_per_token: float = Field(
+        2.0, ge=0, description="CPU time of the n-gram lookup per token of each request's history per step: vLLM's "
+        "proposer scans the history on the CPU (numba KMP, one pass per n-gram size: vllm#22408 'the cost would increase "
+        "linearly when we increase the ngram range'), batched over up to NGRAM_THREADS threads (vllm PR #24986). "
+        "Assumption (~0.5 ns per token per pass, 4 passes for prompt_lookup 2-5): no published timing with lengths "
+        "was found to fit it; vllm#22408 bounds it at 0.9% of a Llama-4-Scout step.")
     token_overhead_ms: float = Field(
         0.015, ge=0, description="Cost per token one step schedules, not hidden behind the weight reads (input "
         "preparation, sampling, rejection sampling, output processing): 15 µs, fitted on the serving engines' "
@@ -64,9 +84,16 @@ class EngineProfile(Strict):
         description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
-    expert_bandwidth_efficiency: float = Field(
-        0.5, gt=0, le=1, description="Achieved bandwidth on routed-expert weights relative to dense weights "
-        "(small grouped GEMMs over scattered experts); fitted with moe_layer_overhead_ms (docs/performance-model.md).")
+    expert_half_mb: float = Field(
+        9.4, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
+        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py); 9.4 MB keeps "
+        "Qwen3-30B-A3B's experts at the 0.5 fitted with moe_layer_overhead_ms on moe_baselines_2026-12.csv.")
+    routing_locality: float = Field(
+        0.25, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
+        "sequence already chose (planner/moe.py; 0: independent routing, an upper bound on experts verified). "
+        "0.25: with each source of the MoE-target published speedups held out in turn, the grid (0, 0.25, 0.5, "
+        "0.75) picks 0.25 or 0.5, never 0 (nested median |ln| 0.157 vs 0.159 at 0 over 32 rows; all 102 rows "
+        "0.177 vs 0.209); docs/performance-model.md.")
     moe_layer_overhead_ms: float = Field(
         0.06, ge=0, description="Fixed cost per MoE layer per forward (router, top-k, token permute/unpermute, "
         "grouped-GEMM launches), fitted on published MoE baseline TPOTs (playbooks/data/moe_baselines_2026-12.csv).")
@@ -74,6 +101,9 @@ class EngineProfile(Strict):
         default_factory=lambda: {"nvlink": 450.0, "xgmi": 300.0, "pcie": 25.0, "none": 0.0},
         description="Per-GPU link bandwidth (GB/s) the MoE token exchange (dispatch + combine of each token's "
         "hidden state to its k experts' ranks) runs over when experts are split across GPUs.")
+    prefill_overhead_ms: float = Field(
+        0.0, ge=0, description="Per-request cost of a prefill beyond its forward (scheduling, input processing, the "
+        "first token's output): added to TTFT; fitted per engine class in bench/stepcost_bench.py.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="vLLM's default --gpu-memory-utilization.")
     runtime_reserve_gib: float = Field(1.5, ge=0, description="Per-GPU activations, CUDA graphs, context.")
 
@@ -93,21 +123,40 @@ EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead
 #   lowest median |ln error| on SGLang's 24 published rows; with each SGLang source left out in turn the
 #   fit's held-out median error is 0.160 against 0.158 with vLLM's constants: no better across sources,
 #   kept because it removes the bias on SGLang's rows (bench/planner_bench.py prints both).
-# - tensorrt-llm: 5 rows from 2 sources, too few to fit: vLLM's constants, and the path says so.
+# - tensorrt-llm: 5 rows from 2 sources, too few to fit the step: vLLM's constants, and the path says so; a
+#   separate draft LM's per-layer overhead 0 (planner/draftcost.py: NVIDIA's 405B draft-size sweep, the ratio of
+#   speedups between 1B/3B/8B drafts, is best at the grid's 0 - the draft runs inside the compiled engine).
 # - hf: the eager profile (papers' HF-transformers harnesses).
 ENGINE_PROFILES = {
     "vllm": VLLM_PROFILE,
     "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32,
                                               "moe_layer_overhead_ms": 0.0}),
-    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm"}),
+    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm", "draft_layer_overhead_ms": 0.0}),
     "hf": EAGER_PROFILE,
 }
 PROFILE_SOURCES = {
     "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps)",
     "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows)",
-    "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit, vLLM's constants",
+    "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit the step, vLLM's constants; draft LM per-layer "
+                    "overhead 0 (fitted on NVIDIA's 405B draft-size sweep)",
     "hf": "HF-transformers eager profile (no CUDA graphs, per-layer launch cost)",
 }
+
+
+def eager_profile(profile: EngineProfile) -> EngineProfile:
+    """``profile`` without CUDA graphs (``--enforce-eager``): every forward launches its kernels from Python,
+    layer by layer - the eager profile's fixed and per-layer launch costs replace the graph-captured step
+    overhead. Checked against vllm-omni#7960's eager/graph pair (Qwen2.5-7B on an A800: published 1.73x,
+    predicted 1.84x; bench/stepcost_bench.py)."""
+    if profile.layer_overhead_ms >= EAGER_PROFILE.layer_overhead_ms:
+        return profile
+    return profile.model_copy(update={
+        "name": f"{profile.name}-eager",
+        "step_overhead_ms": max(profile.step_overhead_ms, EAGER_PROFILE.step_overhead_ms),
+        "layer_overhead_ms": EAGER_PROFILE.layer_overhead_ms,
+        "draft_step_overhead_ms": max(profile.draft_step_overhead_ms, EAGER_PROFILE.draft_step_overhead_ms),
+        "draft_layer_overhead_ms": 0.0,  # the per-layer launch cost already charges every draft layer
+        "moe_layer_overhead_ms": 0.0})
 
 
 def engine_profile(engine: str) -> EngineProfile:
@@ -141,32 +190,11 @@ def bytes_per_param(model: ModelSpec) -> float:
     return model.weight_bits / 8
 
 
-def _expert_split(model: ModelSpec) -> tuple[float, float]:
-    """(dense params, routed-expert params) in units of 1; all dense for non-MoE."""
-    total = model.params_b * 1e9
-    if not model.is_moe:
-        return total, 0.0
-    share = model.experts_per_token / model.experts
-    experts = (total - model.active_b * 1e9) / (1 - share)
-    return total - experts, experts
+_expert_split = expert_split  # experts_touched (re-exported) and expert_split live in planner/moe.py
 
 
-def experts_touched(model: ModelSpec, n_tokens: int) -> float:
-    """Expected distinct routed experts per MoE layer that ``n_tokens`` tokens (batch × tokens per sequence)
-    activate, each choosing k of E: E·(1 − (1 − k/E)^n).
-
-    Assumption: uniform, independent routing. It breaks (over-counts) where routing is skewed or correlated:
-    the γ+1 tokens one verification scores are consecutive positions of one sequence, which share experts
-    more than random tokens do, and trained routers have popular experts; so for verification at small batch
-    the expression is an upper bound on experts read, and at large n·b it saturates at E either way."""
-    if not model.is_moe:
-        return 0.0
-    k, e = model.experts_per_token, model.experts
-    return e * (1 - (1 - k / e) ** max(1, n_tokens))
-
-
-def _moe_bytes(model: ModelSpec, n_tokens: int) -> tuple[float, float]:
-    """(dense weight bytes, routed-expert weight bytes) one forward of n tokens reads."""
+def _moe_bytes(model: ModelSpec, n_tokens: float) -> tuple[float, float]:
+    """(dense weight bytes, routed-expert weight bytes) one forward of n independent tokens reads."""
     dense, experts = _expert_split(model)
     frac = experts_touched(model, n_tokens) / model.experts if experts else 0.0
     return dense * bytes_per_param(model), experts * frac * bytes_per_param(model)
@@ -184,13 +212,19 @@ def kv_element_bytes(model: ModelSpec, kv_dtype: str) -> float:
     return (4.0 if model.dtype == "float32" else 2.0) if b is None else b
 
 
+def recurrent_state_bytes(model: ModelSpec) -> float:
+    """Bytes of one sequence's recurrent state over a hybrid model's linear/Mamba layers (constant in length)."""
+    return model.linear_layers * model.state_bytes_per_layer
+
+
 def kv_bytes_per_seq(model: ModelSpec, kv_dtype: str, tokens: float) -> float:
-    """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP)."""
+    """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP): per-token K/V of the
+    attention layers, plus a hybrid model's recurrent state, which does not grow with the tokens."""
     per_layer = (model.kv_lora_rank + (model.kv_rope_dim or 0)) if model.kv_lora_rank else \
         2 * model.kv_heads * model.head_dim
     elem = kv_element_bytes(model, kv_dtype)
-    full_layers = model.layers - model.sliding_layers
-    total = 0.0
+    full_layers = model.layers - model.sliding_layers - model.linear_layers
+    total = recurrent_state_bytes(model)
     if kv_dtype.startswith("turboquant") and not model.kv_lora_rank:
         keep = min(TURBOQUANT_FULL_LAYERS, full_layers)
         total += keep * per_layer * kv_element_bytes(model, "auto") * tokens
@@ -214,26 +248,51 @@ def _peak_flops(gpu: GPU, model: ModelSpec) -> float:
     return gpu.bf16_tflops * 1e12
 
 
-def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
-               overhead_ms: float | None = None) -> float:
-    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones."""
+def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
+                   scored: int | None = None) -> tuple[float, float]:
+    """(memory time, compute time) in ms of one forward, before overheads: the two sides of the roofline.
+    ``scored``: positions whose logits are computed (default every new token; a prefill scores one per sequence)."""
     m, gpu, p = setup.model, setup.gpu, setup.profile
     n = batch * tokens_per_seq
-    dense_b, expert_b = _moe_bytes(m, n)
-    # routed experts are read at a lower efficiency (expert_bandwidth_efficiency): counted as more bytes
-    mem_bytes = dense_b + expert_b / p.expert_bandwidth_efficiency + \
-        batch * kv_bytes_per_seq(m, kv_dtype, kv_len) * kv_replication(m, setup.tp)
+    scored = n if scored is None else scored
+    dense_b, expert_b = _moe_bytes(m, effective_tokens(batch, tokens_per_seq, p.routing_locality))
+    # routed experts are read at a lower efficiency (small grouped GEMMs): counted as more bytes
+    # a hybrid model's recurrent state is read once (in kv_bytes_per_seq) and written once per new token: a
+    # verification keeps the state after every verified position so that a rejected draft can roll back
+    mem_bytes = dense_b + (expert_b / expert_read_efficiency(m, p.expert_half_mb) if expert_b else 0.0) + \
+        batch * (kv_bytes_per_seq(m, kv_dtype, kv_len) + tokens_per_seq * recurrent_state_bytes(m)) * \
+        kv_replication(m, setup.tp)
+    attn_layers = m.layers - m.linear_layers
     attn_len = kv_len
     if m.sliding_layers and m.sliding_window:
-        attn_len = (kv_len * (m.layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / m.layers
-    flops = 2 * m.active_b * 1e9 * n + 4 * m.layers * m.heads * m.head_dim * attn_len * n
+        attn_len = (kv_len * (attn_layers - m.sliding_layers) + min(kv_len, m.sliding_window) * m.sliding_layers) / \
+            attn_layers
+    # recurrent layers: ~4 FLOPs per state element per token (decay, update, readout) instead of attention over L
+    lm_head = m.vocab * m.hidden  # the LM head runs only on the positions that are scored
+    flops = 2 * (m.active_b * 1e9 - lm_head) * n + 2 * lm_head * scored + \
+        4 * attn_layers * m.heads * m.head_dim * attn_len * n + recurrent_state_bytes(m) * n
     t_mem = mem_bytes / setup.tp / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
-    t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * p.compute_efficiency)
+    eff = p.prefill_compute_efficiency if tokens_per_seq >= PREFILL_TOKENS and p.prefill_compute_efficiency else \
+        p.compute_efficiency
+    t_cmp = flops / setup.tp / (_peak_flops(gpu, m) * eff)
+    return t_mem * 1000, t_cmp * 1000
+
+
+def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
+               overhead_ms: float | None = None, scored: int | None = None) -> float:
+    """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones;
+    ``scored``: positions whose logits are computed and sampled (default: all new tokens - a verification scores
+    every draft position; a prefill scores only each sequence's last position)."""
+    m, gpu, p = setup.model, setup.gpu, setup.profile
+    n = batch * tokens_per_seq
+    scored = n if scored is None else scored
+    t_mem, t_cmp = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype,
+                                  scored=scored)
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
-    sampler = n * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
-    return t * 1000 + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * n + \
+    sampler = scored * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
+    return t + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * scored + \
         moe_ms(setup, n)
 
 
@@ -245,12 +304,11 @@ def moe_ms(setup: Setup, n_tokens: int) -> float:
     m, p = setup.model, setup.profile
     if not m.is_moe:
         return 0.0
-    ms = p.moe_layer_overhead_ms * m.layers
     link = p.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
-    if setup.tp > 1 and link > 0:
-        volume = 2 * n_tokens * m.experts_per_token * m.hidden * 2 * (setup.tp - 1) / setup.tp / setup.tp
-        ms += m.layers * volume / (link * 1e9) * 1000
-    return ms
+    # the fixed cost grows with the experts each token is routed to (top-k: k small GEMMs per token-layer);
+    # fitted at k = 8 (Qwen3-30B-A3B, DeepSeek-V3), scaled for other k (gpt-oss: k = 4)
+    return p.moe_layer_overhead_ms * m.experts_per_token / MOE_REF_TOP_K * m.layers + \
+        all_to_all_ms(m, setup.gpu, setup.tp, n_tokens, link)
 
 
 def schedule_cost(batch: int) -> float:
@@ -262,7 +320,8 @@ def schedule_cost(batch: int) -> float:
 
 def prefill_ms(setup: Setup, context_len: int, kv_dtype: str) -> float:
     """Time to first token for one request: a forward over the whole prompt."""
-    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype)
+    return forward_ms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
+                      scored=1) + setup.profile.prefill_overhead_ms
 
 
 def head_params(target: ModelSpec, method: str) -> float:
@@ -283,8 +342,21 @@ def head_params(target: ModelSpec, method: str) -> float:
 def _head_setup(setup: Setup, params: float) -> Setup:
     t = setup.model
     head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
+                                "linear_layers": 0, "state_bytes_per_layer": 0,
                                 "experts_per_token": None, "sliding_layers": 0, "weight_bits": 16})
     return Setup(head, setup.gpu, setup.tp, setup.profile)
+
+
+NGRAM_THREADS = 8
+"""vLLM parallelises the n-gram lookup over the batch with at most 8 threads (PR #24986)."""
+
+
+def lookup_ms(profile: EngineProfile, *, batch: int, history: float) -> float:
+    """Prompt lookup (n-gram / suffix) per step: a fixed part plus a scan of every request's history on the CPU,
+    spread over up to NGRAM_THREADS threads. The verification it feeds is priced by forward_ms (γ+1 tokens over
+    the context: KV reads, attention FLOPs, sampling)."""
+    scan = profile.ngram_lookup_ns_per_token * history * batch / min(NGRAM_THREADS, max(1, batch)) / 1e6
+    return profile.ngram_step_ms + scan
 
 
 def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: float, kv_dtype: str) -> float:
@@ -292,7 +364,7 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     p = setup.profile
     info = METHODS[draft.method]
     if info.drafting == "lookup" or gamma == 0:
-        return p.ngram_step_ms if gamma else 0.0
+        return lookup_ms(p, batch=batch, history=kv_len) if gamma else 0.0
     if info.family in ("head", "native") and info.drafting == "sequential":
         head = _head_setup(setup, draft.params_b * 1e9)
         one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
@@ -320,9 +392,9 @@ def draft_prefill_ms(setup: Setup, draft: DraftSpec, context_len: int, kv_dtype:
         return 0.0  # no draft KV to fill: prompt lookup, or heads on the target's last hidden state
     if draft.model is not None:
         return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile), context_len, kv_dtype)
-    head = _head_setup(setup, draft.params_b * 1e9)
+    head = _head_setup(setup, draft.params_b * 1e9)  # one layer over the prompt; its LM head scores the last position
     return forward_ms(head, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
-                      overhead_ms=setup.profile.draft_step_overhead_ms)
+                      overhead_ms=setup.profile.draft_step_overhead_ms, scored=1)
 
 
 @dataclass(frozen=True)
@@ -343,20 +415,26 @@ class MemoryEstimate:
         return max(0, int(room / self.kv_per_seq_gib)) if self.kv_per_seq_gib > 0 else 0
 
 
-def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str) -> MemoryEstimate:
-    """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory."""
+def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, kv_dtype: str,
+                    draft_kv_dtype: str | None = None, spec_tokens: int = 0) -> MemoryEstimate:
+    """Weights + draft + KV per sequence, summed over the TP GPUs, against usable memory; ``draft_kv_dtype``:
+    the draft's own KV dtype (speculative_config.kv_cache_dtype; None: the target's); ``spec_tokens`` (γ): a
+    hybrid model keeps 1 + γ recurrent-state slots per sequence when speculating (vLLM
+    v1/attention/backends/gdn_attn.py and v1/worker/mamba_utils.py: "1 + num_speculative_blocks")."""
     m, p = setup.model, setup.profile
     weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
     draft_gib, draft_kv = 0.0, 0.0
+    dkv = draft_kv_dtype or kv_dtype
     if draft is not None and METHODS[draft.method].drafting not in ("lookup", "none"):
         if draft.model is not None:
             draft_gib = draft.model.params_b * 1e9 * bytes_per_param(draft.model) / GIB
-            draft_kv = kv_bytes_per_seq(draft.model, kv_dtype, seq_tokens) * kv_replication(draft.model, setup.tp)
+            draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp)
         else:
             draft_gib = draft.params_b * 1e9 * 2 / GIB
-            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0})
-            draft_kv = kv_bytes_per_seq(one_layer, kv_dtype, seq_tokens) * kv_replication(m, setup.tp)
-    kv = kv_bytes_per_seq(m, kv_dtype, seq_tokens) * kv_replication(m, setup.tp) + draft_kv
+            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0, "linear_layers": 0})
+            draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp)
+    kv = (kv_bytes_per_seq(m, kv_dtype, seq_tokens) + spec_tokens * recurrent_state_bytes(m)) * \
+        kv_replication(m, setup.tp) + draft_kv
     available = setup.tp * (setup.gpu.memory_gib * p.gpu_memory_utilization - p.runtime_reserve_gib)
     return MemoryEstimate(weights, draft_gib, kv / GIB, available)
 
@@ -383,16 +461,22 @@ class Evaluation:
     effective_batch: int
     memory: MemoryEstimate
     fits: bool
+    mitigations: tuple[str, ...] = ()     # flags the known-bug rows add to this candidate's launch, priced in tpot_ms
+    unmitigated_tpot_ms: float | None = None  # the TPOT the same candidate would have without them
 
 
 def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | None, *, gamma: int, kv_dtype: str,
              batch: int, context_len: int, output_len: int, verify_tokens: int | None = None,
-             schedule: bool = False) -> Evaluation:
+             schedule: bool = False, spec_profile: EngineProfile | None = None,
+             draft_kv_dtype: str | None = None) -> Evaluation:
     """Predict one candidate. `verify_tokens` overrides γ+1 (tree drafts verify more tokens than their depth);
-    `schedule`: the engine runs with a per-batch γ schedule, which slows every step (:func:`schedule_cost`)."""
+    `schedule`: the engine runs with a per-batch γ schedule, which slows every step (:func:`schedule_cost`);
+    `spec_profile`: the engine constants the speculative launch runs with when they differ from the baseline's
+    (a mitigation such as --enforce-eager: :func:`eager_profile`); `draft_kv_dtype`: the draft's own KV dtype."""
     method = draft.method if draft else "none"
     seq = context_len + output_len
-    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype)
+    mem = memory_estimate(setup, draft, seq_tokens=seq, kv_dtype=kv_dtype, draft_kv_dtype=draft_kv_dtype,
+                          spec_tokens=gamma if draft is not None else 0)
     eff = max(1, min(batch, mem.max_batch())) if mem.max_batch() >= 1 else 1
     kv_len = context_len + output_len / 2
     base = forward_ms(setup, batch=eff, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype)
@@ -403,10 +487,13 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
         tau = prior.expected_tokens(gamma)
         rate = prior.acceptance_rate(gamma)
         alpha, src = prior.alpha0, prior.source
-        verify = forward_ms(setup, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
+        spec = setup if spec_profile is None else Setup(setup.model, setup.gpu, setup.tp, spec_profile)
+        dkv = draft_kv_dtype or kv_dtype
+        verify = forward_ms(spec, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
                             kv_dtype=kv_dtype)
-        step = verify + draft_ms(setup, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=kv_dtype)
-        ttft = base_ttft + draft_prefill_ms(setup, draft, context_len, kv_dtype)
+        step = verify + draft_ms(spec, draft, gamma=gamma, batch=eff, kv_len=kv_len, kv_dtype=dkv)
+        ttft = (base_ttft if spec is setup else prefill_ms(spec, context_len, kv_dtype)) + \
+            draft_prefill_ms(spec, draft, context_len, dkv)
     if schedule:
         step *= 1 + schedule_cost(eff)
     tpot = step / tau

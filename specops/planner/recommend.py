@@ -18,7 +18,10 @@ from specops.capabilities import (
     released_version,
 )
 from specops.errors import CapabilityError, FitError, InputError
+from specops.planner.archnotes import hybrid_note, moe_note
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
+from specops.planner.load import at_rate
+from specops.planner.mitigations import launch_mitigations, priced
 from specops.planner.perfmodel import (
     PROFILE_SOURCES,
     DraftSpec,
@@ -75,6 +78,7 @@ class Context:
     residuals: object | None = None  # a specops.planner.uncertainty.Calibration, or residuals (None: the shipped ones)
     evidence: object | None = None  # the chosen candidate's Uncertainty (specops.planner.uncertainty)
     picked: Evaluation | None = None  # the cost model's pick by point, before the evidence rule
+    mitigation_cache: dict = field(default_factory=dict)  # (method, kv, draft) -> mitigation flags (planner/mitigations)
 
     @property
     def version(self):
@@ -207,12 +211,19 @@ def check_vllm_capabilities(ctx: Context, rule: TreeRule) -> DecisionStep:
             removed.append(m)
     ctx.schedule_supported = ctx.table.has("field", "num_speculative_tokens_per_batch_size", v)
     ctx.kv_allowed = [k for k in KV_ORDER if k == "auto" or ctx.table.has("kv_dtype", k, v)]
+    if ctx.request.kv_cache_dtype:
+        ctx.kv_allowed = [pin_kv_dtype(ctx, ctx.request.kv_cache_dtype)]
     for bug in ctx.table.bugs(v, effect="refuse"):  # method × KV dtype combinations the engine gets wrong
         if sorted(k for k, _ in bug.when) != ["kv_dtype", "method"]:
             continue
         for m in bug.condition("method") or ():
             for kv in bug.condition("kv_dtype") or ():
                 ctx.constraints.forbidden_combos.append((m, kv.rstrip("*"), f"known bug {bug.issue()} in {vs}"))
+    pinned = ctx.request.kv_cache_dtype and ctx.kv_allowed[0]
+    for m, k, _why in ctx.constraints.forbidden_combos if pinned else ():
+        if pinned.startswith(k) and m not in ctx.constraints.forbidden and ctx.request.method != m:
+            ctx.constraints.forbidden[m] = rule.id  # cannot run with the pinned KV dtype
+            removed.append(f"{m} (with --kv-cache-dtype {pinned})")
     parts = [f"removed {', '.join(removed)}" if removed else "all methods available"]
     parts.append("per-batch schedule available" if ctx.schedule_supported else "no per-batch schedule (from 0.24.0)")
     parts.append("KV dtypes " + ", ".join(ctx.kv_allowed))
@@ -331,8 +342,28 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
     return DecisionStep(rule=rule.id, input=f"model={ctx.model.id}", outcome=outcome)
 
 
+def pin_kv_dtype(ctx: Context, kv: str) -> str:
+    """--kv-cache-dtype, validated against the KV dtypes the model prices and the vLLM version has."""
+    from specops.planner.perfmodel import KV_ELEMENT_BYTES
+
+    kv = kv.strip().lower()
+    vs = format_version(ctx.version)
+    have = sorted(k for k in KV_ELEMENT_BYTES if k == "auto" or ctx.table.has("kv_dtype", k, ctx.version))
+    if kv not in KV_ELEMENT_BYTES:
+        raise InputError(f"--kv-cache-dtype {kv} is not a KV cache dtype specops knows",
+                         f"use one of {', '.join(have)}")
+    if kv != "auto" and not ctx.table.has("kv_dtype", kv, ctx.version):
+        row = ctx.table.lookup("kv_dtype", kv)
+        since = f" (vLLM {row.span()})" if row is not None else ""
+        raise InputError(f"--kv-cache-dtype {kv} is not in vLLM {vs}{since}",
+                         f"use one of {', '.join(have)}, or a --vllm-version that has {kv}")
+    return kv
+
+
 def _kv_for(ctx: Context, method: str) -> str:
     req = ctx.request
+    if req.kv_cache_dtype:  # pinned: the candidates that cannot run with it were removed by the capability step
+        return ctx.kv_allowed[0]
     draft = ctx.drafts.get(method) if method != "none" else None
     options = [k for k in ctx.kv_allowed
                if not any(method == m and k.startswith(p) for m, p, _ in ctx.constraints.forbidden_combos)]
@@ -353,6 +384,13 @@ def check_kv_cache(ctx: Context, rule: TreeRule) -> DecisionStep:
     mem = memory_estimate(ctx.setup, None, seq_tokens=req.context_len + req.output_len, kv_dtype="auto")
     need = mem.weights_gib + mem.kv_gib(req.batch_size)
     shown = f"batch={req.batch_size}, context={req.context_len}+{req.output_len}"
+    if req.kv_cache_dtype:
+        pinned = memory_estimate(ctx.setup, None, seq_tokens=req.context_len + req.output_len, kv_dtype=base)
+        verdict = "fits" if pinned.fits(req.batch_size) else f"does not fit the batch (max batch {pinned.max_batch()})"
+        return DecisionStep(rule=rule.id, input=shown + f", kv_cache_dtype={base} (pinned)",
+                            outcome=f"{base}: pinned by --kv-cache-dtype; weights + KV = "
+                            f"{pinned.weights_gib + pinned.kv_gib(req.batch_size):.1f} GiB of "
+                            f"{pinned.available_gib:.1f} GiB usable, {verdict}")
     if base == "auto":
         outcome = f"auto: weights + KV = {need:.1f} GiB of {mem.available_gib:.1f} GiB usable"
     else:
@@ -381,6 +419,13 @@ def _eval(ctx: Context, method: str, gamma: int, batch: int, *, schedule: bool =
     prior = prior_for(ctx, method)
     e = evaluate(ctx.setup, draft, prior, gamma=gamma if draft else 0, kv_dtype=ctx.kv_by_method[method],
                  batch=batch, context_len=req.context_len, output_len=req.output_len, schedule=schedule)
+    flags = launch_mitigations(ctx, method, e.kv_dtype, draft.id if draft else None, e.gamma) if draft else ()
+    if flags:  # the known-bug rows will add these to the launch: price them (planner/mitigations.py)
+        pr = priced(ctx.setup.profile, flags)
+        e = replace(evaluate(ctx.setup, draft, prior, gamma=gamma, kv_dtype=e.kv_dtype, batch=batch,
+                             context_len=req.context_len, output_len=req.output_len, schedule=schedule,
+                             spec_profile=pr.spec_profile, draft_kv_dtype=pr.draft_kv_dtype),
+                    mitigations=flags, unmitigated_tpot_ms=e.tpot_ms)
     return _measured(ctx, e, method, gamma, batch)
 
 
@@ -492,6 +537,10 @@ def check_cost_model(ctx: Context, rule: TreeRule) -> DecisionStep:
                     "margin, a candidate with its own acceptance and no extra package, then the tree's preference "
                     "order, then the smaller γ, wins"
                     + (f" ({top.method}: {_second_hand(top)})" if _second_hand(top) else ""))
+    if chosen.mitigations and chosen.unmitigated_tpot_ms:
+        outcome += (f"; the launch carries {', '.join(chosen.mitigations)} (known-bug mitigation), priced: TPOT "
+                    f"{chosen.unmitigated_tpot_ms:.1f} -> {chosen.tpot_ms:.1f} ms "
+                    f"({priced(ctx.setup.profile, chosen.mitigations).note()})")
     if ctx.schedule_note:
         outcome += f"; {ctx.schedule_note}"
     if req.tpot_ms is not None and not _meets(ctx, chosen):
@@ -689,7 +738,8 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         step = CHECKS[rule.check](ctx, rule) if rule.check else evaluate_rule(rule, facts, ctx.constraints)
         steps.append(step)
     _task_note(ctx, steps)
-    _moe_note(ctx, steps)
+    moe_note(ctx, steps)
+    hybrid_note(ctx, steps)
     if req.method and req.method in ctx.constraints.forbidden and req.method != "none":
         ctx.warn(f'--method {req.method} is evaluated as pinned; rule "{ctx.constraints.forbidden[req.method]}" '
                  "would not pick it")
@@ -697,26 +747,6 @@ def run_tree(ctx: Context, tree: DecisionTree) -> list[DecisionStep]:
         ctx.warn(f"γ={req.num_speculative_tokens} is above the cap of {ctx.constraints.max_gamma} "
                  "the temperature rule sets")
     return steps
-
-
-def _moe_note(ctx: Context, steps: list[DecisionStep]) -> None:
-    """Name a mixture-of-experts target on the model-size rule: its size bucket is by total parameters,
-    but a step reads the active ones, and verifying t tokens reads the experts t tokens touch."""
-    m = ctx.model
-    step = next((s for s in steps if s.rule == "model_size"), None)
-    if step is None or not m.is_moe:
-        return
-    from specops.planner.perfmodel import experts_touched
-
-    chosen = ctx.chosen
-    t = (chosen.gamma + 1) if chosen is not None and chosen.method != "none" and chosen.gamma else 4
-    b = chosen.effective_batch if chosen is not None else ctx.request.batch_size
-    one, many = experts_touched(m, b), experts_touched(m, b * t)
-    step.input += f", moe: {m.active_b:g}B active of {m.params_b:g}B, top-{m.experts_per_token} of {m.experts} experts"
-    step.outcome += (f"; MoE target: a decode step reads the {m.active_b:g}B active parameters, not {m.params_b:g}B, "
-                     f"so drafting is relatively dearer than the size bucket says; verifying {t} tokens per sequence "
-                     f"at batch {b} touches ~{many:.0f} of {m.experts} experts per layer against ~{one:.0f} for one "
-                     "token (uniform routing, an upper bound), which the cost model counts")
 
 
 def _task_note(ctx: Context, steps: list[DecisionStep]) -> None:
@@ -767,45 +797,4 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
 
     if request.qps is None:
         return once(request)
-    return _at_rate(request, once)
-
-
-def _at_rate(request: RecommendRequest, once):
-    """Little's law: N requests in flight = qps × latency(N), latency = TTFT + output × TPOT of the plan
-    made at batch N. The plan's batch is the smallest N that keeps up, ceil(qps × latency(N)) ≤ N, found
-    by bisection over 1..(the batch that fits) - latency grows with N, so every larger N keeps up too.
-    When even the batch that fits does not keep up, the queue grows without bound (converged = False)."""
-    import math
-
-    from specops.planner.types import Load
-
-    cache: dict[int, tuple] = {}
-
-    def at(n: int):
-        if n not in cache:
-            plan = once(request.model_copy(update={"batch_size": n, "qps": None}))
-            latency = (plan.predicted.ttft_ms + request.output_len * plan.predicted.tpot_ms) / 1000
-            cache[n] = plan, latency, max(1, math.ceil(request.qps * latency))
-        return cache[n]
-
-    plan, _, _ = at(1)
-    fit = max(1, plan.memory.max_batch_that_fits)
-    plan, latency, need = at(fit)
-    if need > fit:
-        plan.load = Load(qps=request.qps, concurrency=fit, latency_s=round(latency, 3), iterations=len(cache),
-                         converged=False, note=f"{request.qps:g} req/s needs {need} requests in flight but {fit} fit "
-                         "at once: the queue grows without bound; add GPUs or shorten the context")
-        plan.warnings.append(plan.load.note)
-        return plan
-    lo, hi = 1, fit  # at(hi) keeps up
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if at(mid)[2] <= mid:
-            hi = mid
-        else:
-            lo = mid + 1
-    plan, latency, need = at(hi)
-    plan.load = Load(qps=request.qps, concurrency=hi, latency_s=round(latency, 3), iterations=len(cache),
-                     converged=True, note=f"{request.qps:g} req/s at {latency:.2f} s a request keeps {hi} requests "
-                     "in flight")
-    return plan
+    return at_rate(request, once)

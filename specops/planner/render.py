@@ -119,8 +119,8 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
                  f"predictions are for batch {e.effective_batch}, not --batch-size {req.batch_size}")
     if e.method != "none" and e.kv_dtype.startswith("turboquant"):
         ctx.warn("TurboQuant KV sends multi-token verification through its prefill path, which may cost part of "
-                 "the speculative gain, and the predictions do not include the mitigations added for known bugs "
-                 "(e.g. --enforce-eager): measure before relying on the prediction")
+                 "the speculative gain" + (f"; the prediction includes the mitigations the known-bug rows add "
+                 f"({', '.join(e.mitigations)})" if e.mitigations else "") + ": measure before relying on the prediction")
     if e.method != "none" and (e.prior_source.startswith("default") or "borrowed" in e.prior_source):
         ctx.warn(f"acceptance for {e.method} is not measured or published for this case ({e.prior_source}); "
                  "measure it before relying on the prediction")

@@ -84,6 +84,11 @@ class ModelSpec(_Strict):
     sliding_window: int | None = Field(None, ge=1, description="Window of sliding-window layers.")
     sliding_layers: int = Field(0, ge=0, description="How many layers use the sliding window.")
     mtp_layers: int = Field(0, ge=0, description="Native multi-token-prediction modules (0: none).")
+    linear_layers: int = Field(0, ge=0, description="Hybrid models: layers with a recurrent state (Mamba, Gated "
+                               "DeltaNet, linear attention) instead of a per-token KV cache.")
+    state_bytes_per_layer: float = Field(0, ge=0, description="Hybrid models: bytes of one sequence's recurrent "
+                                         "state in one such layer (e.g. GDN: value heads × key dim × value dim × 4 "
+                                         "bytes fp32 + the conv state).")
     architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
         None, description="For the known-bug rows: hybrid = Mamba/GDN/linear-attention layers. Unset: derived from "
         "the experts / sliding-window facts (dense otherwise); a generic --params-b estimate stays unknown.")
@@ -190,6 +195,9 @@ class RecommendRequest(_Strict):
                                      "specops.planner.uncertainty.DEFAULT_MIN_P_GAIN).")
     engine: Literal["vllm", "sglang", "tensorrt-llm", "hf"] = Field(
         "vllm", description="Engine whose step-time profile predicts (the rendered launch stays vLLM).")
+    kv_cache_dtype: str | None = Field(None, description="Pin the KV cache dtype (--kv-cache-dtype): auto, fp8, "
+                                       "turboquant_k8v4, ... as the vLLM version has it; default: the least compressed "
+                                       "that fits the batch.")
     qps: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False,
                               description="Request rate: the batch becomes the concurrency Little's law gives "
                               "(qps × predicted request latency, iterated to a fixed point).")
@@ -310,10 +318,15 @@ class Load(_Strict):
 
     qps: float = Field(description="Requests per second asked for.")
     concurrency: int = Field(description="Concurrent requests the plan was made for (its batch).")
-    latency_s: float = Field(description="Predicted request latency at that concurrency: TTFT + output × TPOT.")
+    latency_s: float | None = Field(description="Predicted request latency at that concurrency: TTFT + output × TPOT "
+                                    "under the load; null when the prefills alone exceed the GPU (no finite latency).")
     iterations: int = Field(description="Fixed-point iterations used.")
     converged: bool = Field(description="False: no stable concurrency (the rate exceeds what fits or it cycles).")
     note: str = Field("", description="What to make of it.")
+    prefill_share: float | None = Field(None, description="Share of GPU time the arriving requests' prefills take "
+                                        "(qps × prefill ms / 1000); 1 or more: the prefill alone cannot keep up.")
+    ttft_ms: float | None = Field(None, description="TTFT under this load (incl. the wait for queued prefills).")
+    tpot_ms: float | None = Field(None, description="TPOT under this load (decode steps share the GPU with prefills).")
 
 
 class Plan(_Strict):

@@ -68,14 +68,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     # performance-model.md
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 -o json   # eagle3, P(gain) 0.97":
         (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.9', None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8   # none: eagle3 P(gain) 0.64 < 0.8":
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8   # none: eagle3 P(gain) 0.68 < 0.8":
         (0, r"none γ=- KV [\s\S]*│ evidence +│ rule: best[\s\S]*refused", None),
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                 # none: P(gain) "
-    "0.64": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.6 -o json  # eagle3 γ=1":
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                  # none: P(gain) "
+    "0.68": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.65 -o json  # eagle3 γ=1":
         (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.6', None),
     # recommend.md
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
@@ -98,6 +98,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "schedule: its cost outweighs it": (0, r"no schedule", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --parallel-drafting -o json":
         (0, r'"parallel_drafting": true', None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 128 --context-len 8192 --kv-cache-dtype fp8":
+        (0, r"KV fp8", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 4096 --qps 2   # load: prefill share, "
+    "TPOT under load": (0, r"prefills take \d+% of the GPU", None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 64 --method eagle3 -o json   # MoE regime "
+    "in the path": (0, r"MoE regime expert-saturated", None),
+    "specops recommend --model Qwen/Qwen3.5-9B --gpu H100   # hybrid: recurrent state, MTP with "
+    "--no-enable-prefix-caching": (0, r"--no-enable-prefix-caching", None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }

@@ -14,35 +14,76 @@ def _plan(**kw):
     return recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=1024, **kw))
 
 
-@pytest.mark.parametrize("qps", [0.5, 5, 20, 30])
+def _latency(plan, qps: float) -> float:
+    """Latency at a rate, recomputed from a fixed-batch plan: prefills take ρ = qps × TTFT of the GPU, decode
+    steps stretch by 1/(1 − ρ), a request waits for the prefills queued ahead (M/D/1: TTFT·ρ/(2(1 − ρ)))."""
+    p = plan.predicted
+    rho = qps * p.ttft_ms / 1000
+    return (p.ttft_ms * (1 + rho / (2 * (1 - rho))) + 256 * p.tpot_ms / (1 - rho)) / 1000
+
+
+@pytest.mark.parametrize("qps", [0.5, 3, 8, 12])
 def test_the_batch_is_the_concurrency_the_rate_keeps_in_flight(qps):
     plan = _plan(qps=qps)
     ld = plan.load
     assert ld is not None and ld.converged and ld.qps == qps
-    # recompute independently: the plan at that fixed batch, its latency, and Little's law
+    # recompute independently: the plan at that fixed batch, its latency under the load, and Little's law
     again = _plan(batch_size=ld.concurrency)
-    latency = (again.predicted.ttft_ms + 256 * again.predicted.tpot_ms) / 1000
+    latency = _latency(again, qps)
     assert ld.latency_s == pytest.approx(latency, rel=1e-3)
+    assert ld.prefill_share == pytest.approx(qps * again.predicted.ttft_ms / 1000, abs=2e-3)
+    assert ld.tpot_ms > again.predicted.tpot_ms and ld.ttft_ms >= again.predicted.ttft_ms
     n = ld.concurrency
     assert max(1, math.ceil(qps * latency)) <= n  # n in flight keep up with the rate ...
     if n > 1:  # ... and one fewer does not
-        fewer = _plan(batch_size=n - 1)
-        assert math.ceil(qps * (fewer.predicted.ttft_ms + 256 * fewer.predicted.tpot_ms) / 1000) > n - 1
+        assert math.ceil(qps * _latency(_plan(batch_size=n - 1), qps)) > n - 1
     assert plan.predicted.effective_batch == n
 
 
+def test_a_rate_the_prefill_cannot_serve_is_not_converged_and_names_the_limit():
+    """Issue 37: 20 req/s of 4K prompts on one H100 need ~82K prompt tokens/s, more than the model's own TTFT says
+    one GPU prefills; that is "not converged" with the limit named, and the rate it names converges."""
+    plan = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=20))
+    ld = plan.load
+    assert not ld.converged and ld.latency_s is None and ld.prefill_share > 1
+    assert "prefill alone cannot keep up above" in ld.note and "81,920 prompt tokens/s" in ld.note
+    limit = float(ld.note.split("keep up above ")[1].split(" req/s")[0])
+    assert limit == pytest.approx(1000 / plan.predicted.ttft_ms, rel=0.02)
+    under = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=limit * 0.3))
+    assert under.load.converged
+
+
+def test_a_rate_the_decode_cannot_serve_beside_its_prefills_names_both():
+    """20 req/s of 1K prompts: the prefills take ~65% of the GPU and the decode left over cannot produce the
+    5,120 tokens/s the rate asks at any batch that fits."""
+    ld = _plan(qps=20).load
+    assert not ld.converged and 0.5 < ld.prefill_share < 1
+    assert "prefills take" in ld.note and "5,120 the rate asks" in ld.note
+
+
 def test_more_requests_per_second_keep_more_in_flight():
-    ns = [_plan(qps=q).load.concurrency for q in (0.5, 5, 20, 30)]
+    ns = [_plan(qps=q).load.concurrency for q in (0.5, 3, 8, 12)]
     assert ns == sorted(ns) and ns[0] < ns[-1]
 
 
 def test_a_rate_beyond_what_fits_is_not_converged_and_says_so_and_the_fix_helps():
-    big = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=2000))
+    big = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, output_len=4096,
+                                     qps=3))
+    assert big.load.prefill_share < 1  # the prefills keep up; the requests in flight do not fit
     assert not big.load.converged and "queue grows" in big.load.note
     assert any("queue grows" in w for w in big.warnings)
     assert big.load.concurrency <= big.memory.max_batch_that_fits
-    shorter = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=512, output_len=64, qps=2000))
-    assert shorter.load.concurrency > big.load.concurrency
+    shorter = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=512, output_len=64, qps=3))
+    assert shorter.load.converged
+
+
+def test_shorter_prompts_raise_the_prefill_limit():
+    limit = {}
+    for ctx in (4096, 512):
+        ld = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=ctx, qps=2000)).load
+        assert not ld.converged and "prefill alone cannot keep up" in ld.note
+        limit[ctx] = float(ld.note.split("keep up above ")[1].split(" req/s")[0])
+    assert limit[512] > 3 * limit[4096]
 
 
 def test_the_path_names_the_engine_profile_and_it_changes_the_prediction():

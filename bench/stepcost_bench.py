@@ -1,0 +1,136 @@
+"""Step-cost benchmark (issue 37): the step-time model alone against published no-speculation timings.
+
+Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner/loso.py):
+1. ``step LOSO: median |ln| X over N rows`` with the shipped constants (nothing fitted on these rows) and
+   with the profiles fitted per engine class on the other sources only (stepcost.fit_engine_profiles);
+2. the same per engine class, dense/MoE, batch range and metric;
+3. the fit on every row (what each class's constants become) and the worst held-out rows;
+4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price;
+5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
+6. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
+   n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
+
+Run: .venv/bin/python bench/stepcost_bench.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specops.planner.evidence import batch_range  # noqa: E402
+from specops.planner.loso import by_stratum, summary_line  # noqa: E402
+from specops.planner.stepcost import (  # noqa: E402
+    IDEAL,
+    _hardware,
+    fit_engine_profiles,
+    load_step_rows,
+    loso_today,
+    predict_row,
+    scored_rows,
+    step_loso,
+    today_profile,
+)
+
+
+def main() -> None:
+    every = load_step_rows()
+    rows, beyond = scored_rows(every)
+    print(f"== step cost alone: {len(every)} published rows from {len({r.source for r in every})} sources ==")
+    for r in beyond:
+        print(f"   not scored: {r.id} ({r.metric} {r.value}) beats the roofline of its stated setup "
+              f"({predict_row(r, IDEAL):.1f} at peak bandwidth and FLOP/s, no overheads)")
+    today, fitted = loso_today(rows), step_loso(rows)
+    print(summary_line("step (shipped constants)", today))
+    print(summary_line("step", fitted))
+    strata = {
+        "engine class": lambda s: s.row.engine_class,
+        "dense/MoE": lambda s: "MoE" if _hardware(s.row, None)[0].is_moe else "dense",
+        "batch range": lambda s: batch_range(s.row.batch),
+        "metric": lambda s: s.row.metric,
+    }
+    for name, key in strata.items():
+        a, b = by_stratum(today, key), by_stratum(fitted, key)
+        for k in b:
+            print(f"   {name:<12} {str(k):<13} shipped {summary_line('', a[k]).split('|ln| ')[1]:<22} "
+                  f"fitted {summary_line('', b[k]).split('|ln| ')[1]}")
+    fit = fit_engine_profiles(rows)
+    print("\n   fit on every row (what ships in the bench, not in recommend):")
+    for cls, p in fit.profiles.items():
+        print(f"   {cls:<13} step {p.step_overhead_ms:.2f} ms, η_bw {p.bandwidth_efficiency:.2f}, η_f "
+              f"{p.compute_efficiency:.2f}, MoE layer {p.moe_layer_overhead_ms:.2f} ms  ({fit.how[cls]})")
+    worst = sorted((s for s in fitted if s.log_error is not None), key=lambda s: -abs(s.log_error))[:8]
+    print("\n   worst held-out rows:")
+    for s in worst:
+        print(f"   {s.row.id:<34} {s.row.metric:<12} published {s.published:9.2f} predicted {s.predicted:9.2f} "
+              f"ln {s.log_error:+.2f}")
+    pair = {r.id: r for r in rows if r.id.startswith("vllmomni7960")}
+    if len(pair) == 2:
+        e, g = pair["vllmomni7960-thinker-eager"], pair["vllmomni7960-thinker-graph"]
+        pe, pg = predict_row(e, today_profile(e)), predict_row(g, today_profile(g))
+        print(f"\n   --enforce-eager price, Qwen2.5-7B on one A800 (vllm-omni#7960): published eager/graph "
+              f"{e.value / g.value:.2f}x ({e.value} / {g.value} ms), predicted {pe / pg:.2f}x ({pe:.1f} / {pg:.1f} ms)")
+    for s in fitted:
+        if s.row.id.startswith("vLLM32887"):
+            print(f"   gpt-oss-120b 1xB200 baseline {s.row.id}: published {s.published:.0f} tok/s, predicted "
+                  f"{s.predicted:.0f} (source held out)")
+
+
+def draft_cost_section() -> None:
+    """A draft LM's per-layer overhead per engine class, on the cost side of published draft-size sweeps."""
+    from specops.planner.draftcost import fit_draft_layer_overhead, load_sweeps, sweep_ratio_errors
+    from specops.planner.perfmodel import ENGINE_PROFILES
+
+    print("\n== draft model cost by engine class (ratios between draft sizes in one sweep) ==")
+    rows = load_sweeps()
+    for cls in ("vllm", "tensorrt-llm"):
+        own = [r for r in rows if r.engine_class == cls]
+        prof = ENGINE_PROFILES[cls]
+        for r, pub, pred in sweep_ratio_errors(own, prof):
+            print(f"   {cls:<13} {r.id:<16} speedup / smallest draft's: published {pub:.2f}, predicted {pred:.2f} "
+                  f"(draft_layer_overhead_ms {prof.draft_layer_overhead_ms})")
+        best, med = fit_draft_layer_overhead(own, prof)
+        print(f"   {cls:<13} best draft_layer_overhead_ms on these sweeps: {best} (median |ln ratio| {med:.3f}); shipped "
+              f"{prof.draft_layer_overhead_ms}")
+
+
+def cases() -> None:
+    """The issue's cases, each printed with the numbers behind it."""
+    from specops.planner import RecommendRequest, recommend
+
+    print("\n== cases (issue 37) ==")
+    for gpu in ("B200", "H100"):
+        line = []
+        for b in (1, 8, 64):
+            p = recommend(RecommendRequest(model="openai/gpt-oss-120b", gpu=gpu, batch_size=b, context_len=128,
+                                           output_len=2048, method="eagle3"))
+            size = next(s for s in p.decision_path if s.rule == "model_size").outcome
+            name = size.split("MoE regime ")[1].split(":")[0]
+            line.append(f"batch {b}: {p.predicted.speedup:.2f}x ({name})")
+        print(f"   gpt-oss-120b + EAGLE-3 on one {gpu} (published B200: 1.36x at 1, 1.25x at 8): " + "; ".join(line))
+    p = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", batch_size=128, context_len=8192,
+                                   method="eagle3", kv_cache_dtype="turboquant_4bit_nc", allow_uncertain=True))
+    cost = next(s for s in p.decision_path if s.rule == "cost_model").outcome
+    print("   Llama-3.1-8B, H100, batch 128, 8K, EAGLE-3 + TurboQuant: " + cost.split("; the launch carries ")[1][:120])
+    print("   n-gram γ=3 on Llama-3.1-8B / H100, speedup / τ by prompt length × batch:")
+    for ctx in (1024, 8192, 32768):
+        vals = []
+        for b in (1, 16, 64):
+            q = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=ctx, batch_size=b,
+                                           method="ngram", num_speculative_tokens=3, allow_uncertain=True)).predicted
+            vals.append(f"b{b} {q.speedup / q.mean_acceptance_length:.2f}")
+        print(f"     {ctx:>6} tokens: " + ", ".join(vals))
+    for qps in (2, 20):
+        ld = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, qps=qps)).load
+        print(f"   --qps {qps}, 4K prompts, 8B on one H100: {'converged' if ld.converged else 'NOT converged'}: {ld.note}")
+    e = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=4096, method="eagle3"))
+    print(f"   TTFT at 4K with an EAGLE-3 head {e.predicted.ttft_ms:.0f} ms vs {e.predicted.baseline_ttft_ms:.0f} ms without")
+
+
+if __name__ == "__main__":
+    main()
+    draft_cost_section()
+    cases()

@@ -1,0 +1,100 @@
+"""A separate draft model's cost per engine class, from the cost side of published draft-size sweeps.
+
+``playbooks/data/heldout_2026-12.csv`` holds sweeps that change only the draft's size (Llama-3.2-1B,
+-3B, Llama-3.1-8B) for one 70B/405B target on one engine (AMD's vLLM-on-MI300X blog, rows AMD-DD-*;
+NVIDIA's TensorRT-LLM 405B post, rows NV-405B-*); :func:`load_sweeps` reads those rows (cost side only). Within a sweep the ratio of speedups between two draft sizes is mostly the ratio of their
+costs: acceptance moves little with draft size (the priors' draft slope, 0.03 α per e-fold), while a
+draft's forward grows with its layers and weights. :func:`sweep_ratio_errors` scores a profile's
+``draft_layer_overhead_ms`` on those ratios (each row against its sweep's smallest draft) and
+:func:`fit_draft_layer_overhead` picks the grid value per engine class. ``bench/stepcost_bench.py`` prints
+the fit; what ships is the shipped profile's value unless the fit moves it (docs/performance-model.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from specops.planner.perfmodel import EngineProfile
+
+DATA_FILE = "heldout_2026-12.csv"
+SWEEPS = ("AMD-DD-70B-1B", "AMD-DD-70B-3B", "AMD-DD-70B-8B", "AMD-DD-405B-1B", "AMD-DD-405B-3B", "AMD-DD-405B-8B",
+          "NV-405B-1B", "NV-405B-3B", "NV-405B-8B")
+TARGETS = {"70B": "meta-llama/Llama-3.1-70B-Instruct", "405B": "meta-llama/Llama-3.1-405B-Instruct"}
+GRID = (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12)
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    id: str
+    source: str
+    target: str
+    draft: str
+    engine_class: str
+    gpu: str
+    gpus: int
+    gamma: int | None
+    batch: int
+    context_len: int
+    output_len: int
+    speedup: float
+
+    @property
+    def sweep(self) -> tuple[str, str]:
+        return self.source, self.target
+
+
+def load_sweeps() -> list[SweepRow]:
+    from specops.playbooks import playbook_path
+
+    return list(_load(str(playbook_path("data", DATA_FILE))))
+
+
+@lru_cache(maxsize=2)
+def _load(path: str) -> tuple[SweepRow, ...]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["id"] in SWEEPS]
+    return tuple(SweepRow(r["id"], r["source"], TARGETS["405B" if "405B" in r["model"] else "70B"], r["draft"],
+                          "tensorrt-llm" if "TensorRT" in r["engine_class"] or "TRT" in r["engine_class"] else "vllm",
+                          r["gpu"], int(r["gpus"]), int(r["gamma_published"]) if r["gamma_published"].isdigit() else None,
+                          int(r["batch"]), int(r["context_len"]), int(r["output_len"]), float(r["published_speedup"]))
+                 for r in rows)
+
+
+def predicted_speedup(row: SweepRow, profile: EngineProfile, priors=None) -> float:
+    from specops.planner import RecommendRequest, recommend
+
+    req = RecommendRequest(model=row.target, quantization="fp8", gpu=row.gpu, gpus=row.gpus, method="draft_model",
+                           draft=row.draft, num_speculative_tokens=row.gamma, batch_size=row.batch,
+                           context_len=row.context_len, output_len=row.output_len, kv_cache_dtype="fp8",
+                           allow_uncertain=True)
+    return recommend(req, calibration=profile, priors=priors).predicted.speedup
+
+
+def sweep_ratio_errors(rows: list[SweepRow], profile: EngineProfile, priors=None) -> list[tuple[SweepRow, float, float]]:
+    """(row, published ratio, predicted ratio) to its sweep's smallest draft, for every other row."""
+    from specops.planner.catalog import load_catalogs
+
+    cat = load_catalogs()
+    out = []
+    for key in dict.fromkeys(r.sweep for r in rows):
+        sweep = sorted((r for r in rows if r.sweep == key), key=lambda r: cat.model(r.draft).params_b)
+        base = sweep[0]
+        pb = predicted_speedup(base, profile, priors)
+        for r in sweep[1:]:
+            out.append((r, r.speedup / base.speedup, predicted_speedup(r, profile, priors) / pb))
+    return out
+
+
+def fit_draft_layer_overhead(rows: list[SweepRow], profile: EngineProfile, priors=None) -> tuple[float, float]:
+    """(best grid value, its median |ln ratio error|) of draft_layer_overhead_ms on these sweeps."""
+    best = None
+    for v in GRID:
+        errs = sorted(abs(math.log(pub / pred)) for _, pub, pred in
+                      sweep_ratio_errors(rows, profile.model_copy(update={"draft_layer_overhead_ms": v}), priors))
+        med = errs[len(errs) // 2] if errs else float("nan")
+        if best is None or med < best[1] - 1e-9:
+            best = (v, med)
+    return best
