@@ -66,10 +66,9 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops runbook list": (0, r"acceptance-drop", None),
     "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
     # performance-model.md
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
-        (0, r"eagle3", None),
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256  # none: range reaches "
-    "0.81x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100": (0, r"eagle3", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256":
+        (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md
@@ -93,6 +92,11 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "schedule: its cost outweighs it": (0, r"no schedule", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --parallel-drafting -o json":
         (0, r'"parallel_drafting": true', None),
+    "specops tune --list                 # the calibrations this installation has: none in a fresh SPECOPS_HOME":
+        (0, r"calibrations \(newest revision\)", None),
+    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
+    '--output-len 64 --vllm-version 0.32.0 -o json      # no calibration yet: "learned_from": []':
+        (0, r'"learned_from": \[\]', None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }
@@ -135,9 +139,6 @@ ELSEWHERE: dict[str, str] = {
         "runs until stopped (the loop: tests/drift with a fake clock)",
     "specops monitor --once --dry-run --deployment chat -o json               # decide, record, do nothing":
         "needs a running deployment named chat (tests/drift/test_engine_drift.py, engine)",
-    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
-    "--output-len 64 --vllm-version 0.32.0 --calibration tiny-cpu-full":
-        "needs the calibration a full `specops tune` of the tiny models stores (an hour of CPU engines)",
     "specops tune --spec deploy.yaml --workload code --methods ngram,draft_model --gammas 1,2,3,4,6 --concurrency 1,4 "
     "--budget-minutes 60 --name tiny-cpu": "a 60-minute grid of CPU engines (tests/tune/test_engine_tune.py: 3 engines)",
     "specops tune --resume 20260101-120000-ab12                  # continue an interrupted run":

@@ -1,0 +1,68 @@
+"""What docs/ shows of the CLI's output is generated from the CLI (scripts/gen_docs.py): the worked
+numbers of performance-model.md, kubernetes.md's acceptance figures, recommend.md's decision comment,
+docs/cli.md and docs/schemas/. These tests fail when any of it is stale, so a planner or rendering
+change lands with `.venv/bin/python scripts/gen_docs.py` run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+SCRIPT = REPO / "scripts" / "gen_docs.py"
+OPEN = re.compile(r"<!-- gen:([a-z0-9-]+) -->")
+CLOSE = re.compile(r"<!-- /gen:([a-z0-9-]+) -->")
+
+
+def _gen():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import gen_docs
+
+    return gen_docs
+
+
+def _check(docs=None) -> subprocess.CompletedProcess:
+    args = [sys.executable, str(SCRIPT), "--check"] + (["--docs", str(docs)] if docs else [])
+    return subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def test_the_generated_parts_of_docs_are_what_the_cli_prints_now():
+    r = _check()
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_generated_span_is_closed_known_and_used():
+    gen = _gen()
+    opened, closed = [], []
+    for path in sorted((REPO / "docs").glob("*.md")):
+        text = path.read_text()
+        opened += OPEN.findall(text)
+        closed += CLOSE.findall(text)
+        assert len(gen.MARK.findall(text)) == len(OPEN.findall(text)), f"{path.name}: a gen span is not closed"
+    assert sorted(opened) == sorted(closed)
+    assert sorted(set(opened)) == sorted(gen.BLOCKS), "a block no doc uses, or a span no block fills"
+    for name in ("perf-batch-sweep", "k8s-acceptance-range", "k8s-expectations"):
+        assert name in opened
+
+
+def test_a_stale_number_is_caught_and_the_fix_named(tmp_path):
+    """Edit one generated number the way a stale doc has it: --check names the file and the command."""
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", docs)
+    page = docs / "kubernetes.md"
+    text = page.read_text()
+    span = re.search(r"<!-- gen:k8s-acceptance-range -->(\d\.\d\d)", text)
+    assert span is not None
+    page.write_text(text[:span.start(1)] + "0.99" + text[span.end(1):])
+    r = _check(docs)
+    assert r.returncode == 1
+    assert r.stdout.strip().splitlines() == ["docs/kubernetes.md is out of date with the CLI. To fix: run "
+                                             ".venv/bin/python scripts/gen_docs.py (and commit what it rewrites)."]
+    # following the fix restores it
+    fixed = subprocess.run([sys.executable, str(SCRIPT), "--docs", str(docs)], capture_output=True, text=True,
+                           cwd=REPO, timeout=300)
+    assert fixed.returncode == 0 and "wrote docs/kubernetes.md" in fixed.stdout
+    assert page.read_text() == (REPO / "docs" / "kubernetes.md").read_text()
