@@ -36,6 +36,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "> deploy.yaml": (0, r"(?m)^name: tiny$", "deploy.yaml"),
     "specops deploy deploy.yaml --dry-run        # the exact argv and environment; starts nothing":
         (0, r"--max-model-len 512", None),
+    # install.md
+    "specops --version": (0, r"^specops \d+\.\d+\.\d+", None),
     # kubernetes.md: deploy.yaml is the 70B EAGLE-3 spec the page describes (tests/k8s/llama70b-eagle31.yaml)
     "specops deploy deploy.yaml --platform kubernetes --dry-run     # render + validate + write manifests/<name>/":
         (0, r"wrote manifests/llama70b-eagle31/ \(\d+ files\)", None),
