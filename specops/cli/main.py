@@ -23,7 +23,7 @@ app = typer.Typer(
     help="Run speculative-decoding LLM deployments on vLLM: recommend, deploy, track lineage, "
     "validate, watch and heal.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},

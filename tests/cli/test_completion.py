@@ -1,0 +1,45 @@
+"""Shell completion (typer's --install-completion / --show-completion), end to end in a real bash: the
+installed script is sourced and its completion function asked, with `specops` on PATH being this
+checkout's CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def _env(tmp_path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    wrapper = bin_dir / "specops"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m specops "$@"\n')
+    wrapper.chmod(0o755)
+    return dict(os.environ, HOME=str(tmp_path / "home"), SHELL="/bin/bash", PATH=f"{bin_dir}:{os.environ['PATH']}",
+                PYTHONPATH=str(REPO), SPECOPS_HOME=str(tmp_path / "specops"))
+
+
+def test_install_completion_writes_a_script_bash_sources_and_it_completes(tmp_path):
+    env = _env(tmp_path)
+    (tmp_path / "home").mkdir()
+    r = subprocess.run(["specops", "--install-completion", "bash"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    script = tmp_path / "home" / ".bash_completions" / "specops.sh"
+    assert f"source '{script}'" in (tmp_path / "home" / ".bashrc").read_text()
+    shown = subprocess.run(["specops", "--show-completion", "bash"], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.strip() == script.read_text().strip()
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(f"'{w}'" for w in words)
+        # bash calls a completion function with the command's name as $1
+        ask = (f"source ~/.bashrc; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _specops_completion specops; "
+               'printf "%s\\n" "${COMPREPLY[@]}"')
+        out = subprocess.run(["bash", "-c", ask], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert complete("specops", "lin") == ["lineage"]
+    assert complete("specops", "lineage", "sh") == ["show"]
+    assert complete("specops", "recommend", "--gp") == ["--gpu", "--gpus"]
