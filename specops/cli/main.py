@@ -42,6 +42,7 @@ COMMAND_MODULES = [
     "retrain",
     "heal",
     "kube",
+    "config",
 ]
 
 

@@ -38,6 +38,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r"--max-model-len 512", None),
     # install.md
     "specops --version": (0, r"^specops \d+\.\d+\.\d+", None),
+    "specops config show                     # setting | value | source | flag": (0, r"│ vllm_version +│ 0\.\d+\.\d+ +│ default", None),
     "specops --show-completion bash         # prints that script instead, to install it your own way":
         (0, r"complete -o default -F _specops_completion specops", None),
     # kubernetes.md: deploy.yaml is the 70B EAGLE-3 spec the page describes (tests/k8s/llama70b-eagle31.yaml)
