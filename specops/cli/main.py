@@ -43,6 +43,7 @@ COMMAND_MODULES = [
     "heal",
     "kube",
     "config",
+    "completion",
 ]
 
 

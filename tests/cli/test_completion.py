@@ -1,4 +1,4 @@
-"""Shell completion (typer's --install-completion / --show-completion), end to end in a real bash: the
+"""Shell completion (`specops completion SHELL [--install]`, typer's --install-completion), end to end in a real bash: the
 installed script is sourced and its completion function asked, with `specops` on PATH being this
 checkout's CLI."""
 
@@ -21,15 +21,20 @@ def _env(tmp_path) -> dict[str, str]:
                 PYTHONPATH=str(REPO), SPECOPS_HOME=str(tmp_path / "specops"))
 
 
-def test_install_completion_writes_a_script_bash_sources_and_it_completes(tmp_path):
+def test_completion_install_writes_a_script_bash_sources_and_it_completes(tmp_path):
     env = _env(tmp_path)
     (tmp_path / "home").mkdir()
-    r = subprocess.run(["specops", "--install-completion", "bash"], env=env, capture_output=True, text=True)
+    r = subprocess.run(["specops", "completion", "bash", "--install"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     script = tmp_path / "home" / ".bash_completions" / "specops.sh"
     assert f"source '{script}'" in (tmp_path / "home" / ".bashrc").read_text()
-    shown = subprocess.run(["specops", "--show-completion", "bash"], env=env, capture_output=True, text=True)
+    shown = subprocess.run(["specops", "completion", "bash"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0 and shown.stdout.strip() == script.read_text().strip()
+    # typer's own flag detects the shell it runs in (here: the bash that calls it) and writes the same
+    script.unlink()
+    r = subprocess.run(["bash", "-c", "specops --install-completion"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "bash completion installed" in r.stdout, r.stdout + r.stderr
+    assert script.read_text().strip() == shown.stdout.strip()
 
     def complete(*words: str) -> list[str]:
         line = " ".join(f"'{w}'" for w in words)
@@ -43,3 +48,10 @@ def test_install_completion_writes_a_script_bash_sources_and_it_completes(tmp_pa
     assert complete("specops", "lin") == ["lineage"]
     assert complete("specops", "lineage", "sh") == ["show"]
     assert complete("specops", "recommend", "--gp") == ["--gpu", "--gpus"]
+
+
+def test_an_unknown_shell_is_one_line_with_the_choices(tmp_path):
+    r = subprocess.run(["specops", "completion", "bsh"], env=_env(tmp_path), capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ('error: unknown shell "bsh". Did you mean "bash"? To fix: use one of: bash, zsh, fish, '
+                        "powershell, pwsh.\n")

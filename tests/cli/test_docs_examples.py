@@ -39,8 +39,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     # install.md
     "specops --version": (0, r"^specops \d+\.\d+\.\d+", None),
     "specops config show                     # setting | value | source | flag": (0, r"│ vllm_version +│ 0\.\d+\.\d+ +│ default", None),
-    "specops --show-completion bash         # prints that script instead, to install it your own way":
-        (0, r"complete -o default -F _specops_completion specops", None),
+    "specops completion zsh                 # prints the script for zsh (bash, zsh, fish, powershell, pwsh)":
+        (0, r"compdef _specops_completion specops", None),
     # kubernetes.md: deploy.yaml is the 70B EAGLE-3 spec the page describes (tests/k8s/llama70b-eagle31.yaml)
     "specops deploy deploy.yaml --platform kubernetes --dry-run     # render + validate + write manifests/<name>/":
         (0, r"wrote manifests/llama70b-eagle31/ \(\d+ files\)", None),
@@ -118,8 +118,10 @@ ENGINE: dict[str, tuple[int, str]] = {
 
 # examples that cannot run here as written, and why (the tests that cover the same code instead)
 ELSEWHERE: dict[str, str] = {
-    "specops --install-completion bash      # writes ~/.bash_completions/specops.sh and sources it from ~/.bashrc":
+    "specops completion bash --install      # writes ~/.bash_completions/specops.sh and sources it from ~/.bashrc":
         "would change the reader's own ~/.bashrc (tests/cli/test_completion.py installs it in a scratch HOME)",
+    "specops --install-completion           # typer's form: installs it for the shell you are in (detected)":
+        "would change the reader's own shell start-up file (tests/cli/test_completion.py, in a scratch HOME)",
     "specops deploy deploy.yaml --platform kubernetes --server-dry-run   # ... + the API server checks every object, "
     "stores none": "needs a Kubernetes API server (tests/k8s/test_real_apiserver.py, kube_apiserver)",
     "specops deploy deploy.yaml --platform kubernetes --force-conflicts  # ... taking over fields another manager "
