@@ -19,11 +19,11 @@ def register(app: typer.Typer) -> None:
 def show(output: str = typer.Option("table", "--output", "-o", help="table or json.")) -> None:
     """Each setting, its value and its source: SPECOPS_<NAME>, config.yaml, default or unset (a
     command's own flag, in the flag column, wins over all of them). Secrets are redacted."""
+    from specops.api.config import show as run
     from specops.cli.output import check_format, emit
-    from specops.settings import explain_settings
 
     fmt = check_format(output, ("table", "json"))
-    emit(explain_settings(), fmt, _table)
+    emit(run(), fmt, _table)
 
 
 def _table(data: dict) -> None:

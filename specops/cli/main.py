@@ -43,7 +43,6 @@ COMMAND_MODULES = [
     "heal",
     "kube",
     "config",
-    "completion",
 ]
 
 
@@ -62,6 +61,9 @@ def _register_all() -> None:
             raise
         module.register(app)
         _registered.append(name)
+    from specops.cli import completion  # the CLI's own (typer's shell scripts): no library API behind it
+
+    completion.register(app)
 
 
 @app.callback(invoke_without_command=True)

@@ -32,7 +32,8 @@ def test_completion_install_writes_a_script_bash_sources_and_it_completes(tmp_pa
     assert shown.returncode == 0 and shown.stdout.strip() == script.read_text().strip()
     # typer's own flag detects the shell it runs in (here: the bash that calls it) and writes the same
     script.unlink()
-    r = subprocess.run(["bash", "-c", "specops --install-completion"], env=env, capture_output=True, text=True)
+    # (`; true`: bash would exec a lone command in its own place, and there would be no bash to detect)
+    r = subprocess.run(["bash", "-c", "specops --install-completion; true"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "bash completion installed" in r.stdout, r.stdout + r.stderr
     assert script.read_text().strip() == shown.stdout.strip()
 
