@@ -8,7 +8,7 @@ What it writes:
   between the markers is what ``BLOCKS[NAME]`` prints, which runs the real CLI (in this process, in a
   fresh SPECOPS_HOME, at 100 columns, as a reader in a new shell would);
 - docs/cli.md (scripts/gen_cli_docs.py);
-- docs/schemas/*.schema.json (specops/cli/schemas.py: the DeploymentSpec and the ``-o json`` outputs);
+- docs/schemas/*.schema.json (specops/api/schemas.py: the DeploymentSpec and the ``-o json`` outputs);
 - manifests/grafana/specops-dashboard.json (scripts/gen_dashboard.py).
 
 So a planner change that moves a worked number, or a rendering change, is one command away from the
@@ -190,7 +190,7 @@ def generated_files(docs: Path = DOCS) -> dict[Path, str]:
 
         out[docs.parent / "manifests" / "grafana" / "specops-dashboard.json"] = gen_dashboard.render()
     try:
-        from specops.cli.schemas import published_schemas
+        from specops.api.schemas import published_schemas
     except ModuleNotFoundError:
         pass
     else:

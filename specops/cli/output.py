@@ -12,10 +12,6 @@ from specops.errors import InputError
 
 FORMATS = ("table", "json", "yaml")
 
-SCHEMA_VERSION = 1
-"""Version of every ``-o json`` / ``-o yaml`` document (docs/schemas/): each object printed carries it as
-``schema_version`` (a list: each of its objects). Raised when a field is renamed, removed or changes
-meaning; new fields do not raise it."""
 
 
 def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
@@ -71,7 +67,10 @@ def dumps(data: Any) -> str:
 
 
 def versioned(data: Any) -> Any:
-    """``data`` as plain JSON data with ``schema_version`` first in it (in each object of a list)."""
+    """``data`` as plain JSON data with ``schema_version`` first in it (in each object of a list):
+    specops.api.schemas.SCHEMA_VERSION, the version of docs/schemas/."""
+    from specops.api.schemas import SCHEMA_VERSION
+
     data = to_jsonable(data)
     if isinstance(data, dict):
         return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}

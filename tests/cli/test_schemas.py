@@ -11,8 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from specops.cli.output import SCHEMA_VERSION
-from specops.cli.schemas import published_schemas
+from specops.api.schemas import SCHEMA_VERSION, published_schemas
 from tests.cli.inproc import run_main
 from tests.conftest import REPO
 

@@ -3,12 +3,18 @@
 
 Generated from the models by scripts/gen_docs.py; tests/cli/test_schemas.py checks the files against
 the models and real CLI output against the files. Every output schema requires ``schema_version``
-(specops.cli.output.SCHEMA_VERSION), which the CLI adds to each document it prints.
+(:data:`SCHEMA_VERSION`), which the CLI adds to each document it prints (specops.cli.output.versioned).
+Model imports stay inside the functions (the CLI imports SCHEMA_VERSION from here on every -o json).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+SCHEMA_VERSION = 1
+"""Version of every ``-o json`` / ``-o yaml`` document (docs/schemas/): each object printed carries it as
+``schema_version`` (a list: each of its objects). Raised when a field is renamed, removed or changes
+meaning; new fields do not raise it."""
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -58,11 +64,9 @@ def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
 
 
 def _output_schema(command: str, model: Any, added: dict[str, dict]) -> dict:
-    from specops.cli.output import SCHEMA_VERSION
-
     schema = model.model_json_schema(mode="serialization")
     props = {"schema_version": {"const": SCHEMA_VERSION, "description": "Version of this document's schema "
-                                "(specops.cli.output.SCHEMA_VERSION)."}, **added, **schema.get("properties", {})}
+                                "(specops.api.schemas.SCHEMA_VERSION)."}, **added, **schema.get("properties", {})}
     schema["properties"] = props
     schema["required"] = ["schema_version", *added, *schema.get("required", [])]
     schema["description"] = f"`{command}`. " + (schema.get("description") or "").strip()
