@@ -17,12 +17,14 @@ docs again, and the test fails until that command has run.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -43,7 +45,9 @@ def _fresh_environment() -> None:
     """A reader's shell: a new SPECOPS_HOME, no SPECOPS_* settings, plain 100-column output."""
     for key in [k for k in os.environ if k.startswith("SPECOPS_")]:
         del os.environ[key]
-    os.environ["SPECOPS_HOME"] = tempfile.mkdtemp(prefix="specops-gen-docs-")
+    home = tempfile.mkdtemp(prefix="specops-gen-docs-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    os.environ["SPECOPS_HOME"] = home
     os.environ.update({"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "TYPER_USE_RICH": "0"})
 
 
