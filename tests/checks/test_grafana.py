@@ -111,7 +111,9 @@ def test_the_dashboard_against_prometheus_with_vllm_text_and_the_monitors_series
     url, stop = start_prometheus([(chat.server.address, {"specops_deployment": "chat"}), legacy.server.address,
                                   f"127.0.0.1:{port}"], tmp_path)
     try:
+        # a first sample of each engine before the traffic, so that rate() has two
         wait_until_caught_up(url, chat.url, 'vllm:spec_decode_num_drafts_total{specops_deployment="chat"}')
+        wait_until_caught_up(url, legacy.url, 'vllm:spec_decode_num_drafts_total{model_name="legacy"}')
         chat.advance(1000, 0.5)
         legacy.advance(1000, 0.8)
         wait_until_caught_up(url, chat.url, 'vllm:spec_decode_num_drafts_total{specops_deployment="chat"}')

@@ -5,10 +5,15 @@ change lands with `.venv/bin/python scripts/gen_docs.py` run."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
 import shutil
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -24,14 +29,20 @@ def _gen():
     return gen_docs
 
 
-def _check(docs=None) -> subprocess.CompletedProcess:
-    args = [sys.executable, str(SCRIPT), "--check"] + (["--docs", str(docs)] if docs else [])
-    return subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300)
+@pytest.fixture
+def gen(monkeypatch):
+    """scripts/gen_docs.py in this process (warm imports); the fresh environment it sets up is undone after."""
+    saved = dict(os.environ)
+    yield _gen()
+    os.environ.clear()
+    os.environ.update(saved)
 
 
-def test_the_generated_parts_of_docs_are_what_the_cli_prints_now():
-    r = _check()
-    assert r.returncode == 0, r.stdout + r.stderr
+def _run(gen, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = gen.main(list(argv))
+    return code, out.getvalue()
 
 
 def test_every_generated_span_is_closed_known_and_used():
@@ -48,8 +59,10 @@ def test_every_generated_span_is_closed_known_and_used():
         assert name in opened
 
 
-def test_a_stale_number_is_caught_and_the_fix_named(tmp_path):
-    """Edit one generated number the way a stale doc has it: --check names the file and the command."""
+def test_a_stale_number_is_caught_and_the_fix_named(gen, tmp_path):
+    """Edit one generated number the way a stale doc has it: --check names the file and the command,
+    and running that command puts the number back and rewrites nothing else (so every other generated
+    part of docs/ is current too)."""
     docs = tmp_path / "docs"
     shutil.copytree(REPO / "docs", docs)
     page = docs / "kubernetes.md"
@@ -57,12 +70,16 @@ def test_a_stale_number_is_caught_and_the_fix_named(tmp_path):
     span = re.search(r"<!-- gen:k8s-acceptance-range -->(\d\.\d\d)", text)
     assert span is not None
     page.write_text(text[:span.start(1)] + "0.99" + text[span.end(1):])
-    r = _check(docs)
-    assert r.returncode == 1
-    assert r.stdout.strip().splitlines() == ["docs/kubernetes.md is out of date with the CLI. To fix: run "
-                                             ".venv/bin/python scripts/gen_docs.py (and commit what it rewrites)."]
-    # following the fix restores it
-    fixed = subprocess.run([sys.executable, str(SCRIPT), "--docs", str(docs)], capture_output=True, text=True,
-                           cwd=REPO, timeout=300)
-    assert fixed.returncode == 0 and "wrote docs/kubernetes.md" in fixed.stdout
+    code, out = _run(gen, "--check", "--docs", str(docs))
+    assert code == 1
+    assert out.strip().splitlines() == ["docs/kubernetes.md is out of date with the CLI. To fix: run "
+                                        ".venv/bin/python scripts/gen_docs.py (and commit what it rewrites)."]
+    code, out = _run(gen, "--docs", str(docs))  # the fix, as the message says
+    assert code == 0 and out.strip().splitlines() == ["wrote docs/kubernetes.md"]
     assert page.read_text() == (REPO / "docs" / "kubernetes.md").read_text()
+
+
+def test_the_generated_parts_of_docs_are_what_the_cli_prints_now():
+    """`scripts/gen_docs.py --check` as a developer types it (a subprocess) exits 0 on this checkout."""
+    r = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
