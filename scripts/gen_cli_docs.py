@@ -41,7 +41,12 @@ def walk():
 def plain_help(cmd, path) -> str:
     import typer._click as click  # typer vendors click
 
-    ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+    from specops.cli import main as m
+
+    # the app's context settings (``-h, --help``) reach every subcommand through its parent context
+    # when the CLI runs; a context built alone must be given them, or the page shows only ``--help``
+    ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=78,  # as the CLI wraps on 80+ columns
+                        **m.app.info.context_settings)
     return cmd.get_help(ctx)
 
 

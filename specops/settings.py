@@ -138,3 +138,65 @@ def database_url(flag_value: str | None = None) -> str:
             url = "sqlite:///" + str(path.resolve())
         return url
     return "sqlite:///" + str(specops_home() / "specops.db")
+
+
+# --- what `specops config show` reports ----------------------------------------------------------
+
+SETTING_INFO: dict[str, tuple[str | None, str | None, str]] = {
+    "db": ("--db", "sqlite:///$SPECOPS_HOME/specops.db", "the registry (any SQLAlchemy URL, or an existing SQLite file)"),
+    "gpu": ("--gpu", None, "recommend's GPU when --gpu is not given"),
+    "interval": ("--interval", "60", "seconds between monitor cycles"),
+    "leader_lease": (None, None, "the Kubernetes Lease the monitor must hold to act (unset: no leader election)"),
+    "leader_lease_seconds": (None, "15", "that Lease's duration"),
+    "metrics_addr": (None, "127.0.0.1 (0.0.0.0 in a pod)", "address of the monitor's own /metrics"),
+    "metrics_port": ("--metrics-port", None, "port of the monitor's own /metrics (unset: not served)"),
+    "namespace": (None, "the pod's service-account namespace", "namespace of the leader Lease"),
+    "pod_name": (None, "host name + a random suffix", "identity that holds the leader Lease"),
+    "policy": ("--policy", "default", "the monitor's drift policy"),
+    "profile": ("--profile", None, "validation profile of the monitor and the checks"),
+    "prometheus_ca_file": (None, None, "CA bundle for an https Prometheus"),
+    "prometheus_insecure": (None, "false", "skip TLS verification of Prometheus"),
+    "prometheus_token": (None, None, "bearer token for Prometheus (shown redacted)"),
+    "prometheus_token_file": (None, None, "file holding that token"),
+    "prometheus_url": ("--prometheus-url", None, "Prometheus that validate, bench and the monitor query"),
+    "retrain_data": (None, None, "prompts the monitor's retrain action trains on"),
+    "vllm_version": ("--vllm-version", None, "vLLM release recommend renders for"),  # default: DEFAULT_VLLM_VERSION
+}
+"""Per setting in KNOWN_SETTINGS: the command-line flag that overrides it (None: environment or file
+only), the default the code uses when nothing sets it (None: unset), and what it is."""
+
+SECRET_SETTINGS = ("prometheus_token",)
+
+
+def explain_settings() -> dict[str, Any]:
+    """Every known setting, its value and where it came from (``SPECOPS_<NAME>``, config.yaml, the
+    default, or unset), the way :func:`setting` resolves it when no flag is given. A secret's value is
+    ``<redacted>``. A command's flag (``flag``) wins over all of these for that command."""
+    from specops.capabilities import DEFAULT_VLLM_VERSION
+
+    config = specops_home() / "config.yaml"
+    values = _config_file_values()
+    rows = []
+    for name in KNOWN_SETTINGS:
+        flag, default, meaning = SETTING_INFO[name]
+        if name == "vllm_version":
+            default = DEFAULT_VLLM_VERSION
+        env_name = "SPECOPS_" + name.upper()
+        env = os.environ.get(env_name)
+        if env not in (None, ""):
+            value, source = env, env_name
+        elif values.get(name) is not None:
+            value, source = values[name], "config.yaml"
+        elif name == "db":
+            value, source = database_url(), "default"
+        elif default is not None:
+            value, source = default, "default"
+        else:
+            value, source = None, "unset"
+        if name in SECRET_SETTINGS and value is not None:
+            value = "<redacted>"
+        rows.append({"name": name, "value": value, "source": source, "flag": flag, "env": env_name,
+                     "default": default, "meaning": meaning})
+    home_env = os.environ.get("SPECOPS_HOME")
+    return {"home": str(specops_home()), "home_source": "SPECOPS_HOME" if home_env else "default",
+            "config_file": str(config), "config_file_exists": config.is_file(), "settings": rows}

@@ -58,7 +58,7 @@ _EXPORTS = {
 }
 
 GROUPS = ("recommend", "deploy", "lineage", "deployment", "measure", "validate", "tune", "monitor", "retrain", "heal",
-          "kube")
+          "kube", "config")
 """One module per CLI group, in the order of `specops --help`."""
 
 __all__ = sorted(_EXPORTS)

@@ -98,7 +98,26 @@ def show(ref: str = typer.Argument(..., help="NAME or NAME@VERSION of a target o
     from specops.api.lineage import show as run
 
     data = run(ref, db)
-    _emit(data, output, lambda d: typer.echo(json.dumps(d, indent=2)))
+    _emit(data, output, _facts_tables)
+
+
+def _facts_tables(rows: list[dict]) -> None:
+    """One field | value table per version (``-`` where nothing was recorded; nested facts as JSON)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from specops.cli.output import console
+
+    out = console()
+    for row in rows:
+        ref = f"{row.get('name')}@{row.get('version')}"
+        t = Table(title=escape(f"{row.get('kind', 'model')} {ref}"), show_header=True)
+        t.add_column("field", no_wrap=True)
+        t.add_column("value", overflow="fold")
+        for key, value in row.items():
+            shown = "-" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+            t.add_row(escape(key), escape(shown))
+        out.print(t)
 
 
 @lineage_app.command("tree")

@@ -23,7 +23,7 @@ app = typer.Typer(
     help="Run speculative-decoding LLM deployments on vLLM: recommend, deploy, track lineage, "
     "validate, watch and heal.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -42,6 +42,7 @@ COMMAND_MODULES = [
     "retrain",
     "heal",
     "kube",
+    "config",
 ]
 
 
@@ -60,6 +61,9 @@ def _register_all() -> None:
             raise
         module.register(app)
         _registered.append(name)
+    from specops.cli import completion  # the CLI's own (typer's shell scripts): no library API behind it
+
+    completion.register(app)
 
 
 @app.callback(invoke_without_command=True)

@@ -97,7 +97,7 @@ def bench_command(
     from pathlib import Path
 
     from specops.api.measure import bench_deployment
-    from specops.cli.output import check_format, check_writable, console, dumps, emit
+    from specops.cli.output import check_format, check_writable, console, dumps, emit, versioned
 
     check_format(output, ("table", "json"))
     if save:
@@ -112,7 +112,7 @@ def bench_command(
     emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
         try:
-            Path(save).write_text(dumps(result) + "\n")
+            Path(save).write_text(dumps(versioned(result)) + "\n")  # the document -o json prints
         except OSError as exc:
             from specops.errors import InputError
 

@@ -71,9 +71,9 @@ def _show(report, output: str) -> None:
     if output == "json":
         import json
 
-        from specops.cli.output import to_jsonable
+        from specops.cli.output import versioned
 
-        typer.echo(json.dumps(to_jsonable(report), allow_nan=False))
+        typer.echo(json.dumps(versioned(report), allow_nan=False))
     else:
         _table(report)
     for name, why in report.unseen.items():

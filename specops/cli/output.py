@@ -13,6 +13,7 @@ from specops.errors import InputError
 FORMATS = ("table", "json", "yaml")
 
 
+
 def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
     fmt = (fmt or "table").lower()
     if fmt not in allowed:
@@ -65,15 +66,28 @@ def dumps(data: Any) -> str:
     return json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
 
 
+def versioned(data: Any) -> Any:
+    """``data`` as plain JSON data with ``schema_version`` first in it (in each object of a list):
+    specops.api.schemas.SCHEMA_VERSION, the version of docs/schemas/."""
+    from specops.api.schemas import SCHEMA_VERSION
+
+    data = to_jsonable(data)
+    if isinstance(data, dict):
+        return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in data.items() if k != "schema_version"}}
+    if isinstance(data, list):
+        return [versioned(v) if isinstance(v, dict) else v for v in data]
+    return data
+
+
 def emit(data: Any, fmt: str, table: Callable[[Any], None] | None = None) -> None:
-    """Print ``data`` as JSON, YAML or (via ``table``) for people."""
+    """Print ``data`` as JSON, YAML (both with ``schema_version``) or (via ``table``) for people."""
     fmt = check_format(fmt, FORMATS if table else ("json", "yaml"))
     if fmt == "json":
-        sys.stdout.write(dumps(data) + "\n")
+        sys.stdout.write(dumps(versioned(data)) + "\n")
     elif fmt == "yaml":
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(to_jsonable(data), sort_keys=False))
+        sys.stdout.write(yaml.safe_dump(versioned(data), sort_keys=False))
     else:
         assert table is not None
         table(data)

@@ -149,6 +149,17 @@ def _argv_gamma(dep) -> int | None:
     return k if isinstance(k, int) and 0 < k <= 64 else None
 
 
+def spec_expectations(name: str, reg):
+    """The ``expectations`` block of the deployment's saved spec (None: no saved spec, or none in it)."""
+    from specops.engines.manage import saved_spec
+
+    try:
+        found = saved_spec(name, reg)
+    except (ValueError, OSError):
+        return None
+    return getattr(found[0], "expectations", None) if found else None
+
+
 def spec_break_even(name: str, reg, gamma: int) -> float | None:
     """The per-token α below which this deployment is slower than without speculation, from the
     ``expectations`` its spec carries (``specops recommend -o deployment`` writes the break-even
@@ -156,14 +167,9 @@ def spec_break_even(name: str, reg, gamma: int) -> float | None:
     validation profile's estimate is used then."""
     if gamma <= 0:
         return None
-    from specops.engines.manage import saved_spec
     from specops.speculation import alpha_from_rate
 
-    try:
-        found = saved_spec(name, reg)
-    except (ValueError, OSError):
-        return None
-    exp = getattr(found[0], "expectations", None) if found else None
+    exp = spec_expectations(name, reg)
     return None if exp is None else alpha_from_rate(exp.break_even_acceptance_rate, gamma)
 
 
@@ -215,12 +221,16 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
         draft = drafts.get(d.draft_ref) if d.draft_ref else None
         gamma = d.num_speculative_tokens or _argv_gamma(d) or 0
         be = spec_break_even(name, reg, gamma)
+        exp = spec_expectations(name, reg) if gamma > 0 else None
         try:
             targets.append(WatchTarget(
                 name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),
                 alpha_floor=floors.alpha_floor, break_even_alpha=be if be is not None else floors.break_even(gamma),
                 trained_against=draft.trained_against_fingerprint if draft is not None else None,
-                restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE))
+                restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE,
+                expected_acceptance_rate=exp.acceptance_rate if exp else None,
+                break_even_acceptance_rate=exp.break_even_acceptance_rate if exp else None,
+                expected_speedup=exp.speedup if exp else None))
         except Exception as exc:  # noqa: BLE001 - one bad row is reported and skipped, never fatal for the fleet
             msg = getattr(exc, "message", None) or str(exc).splitlines()[0][:200]
             skipped[name] = (f"its registry row cannot be watched ({msg}); fix it with `specops deployment "

@@ -78,6 +78,32 @@ class MonitorMetrics:
         self.cycles = Counter("specops_monitor_cycles", "Cycles, by outcome.", ["outcome"], registry=self.registry)
         self.is_leader = Gauge("specops_monitor_is_leader", "1 when this replica holds the leader lease (or needs "
                                "none) and acts; 0 when it only observes.", registry=self.registry)
+        # each watched deployment's expectations (its spec's `expectations` block), for dashboards and alerts
+        by = ["specops_deployment"]
+        self.expected_rate = Gauge("specops_expected_acceptance_rate", "accepted/drafted the deployment's spec "
+                                   "expects (specops recommend's prediction or a measured baseline).", by,
+                                   registry=self.registry)
+        self.break_even_rate = Gauge("specops_break_even_acceptance_rate", "accepted/drafted below which the "
+                                     "deployment decodes slower than without speculation (its spec's).", by,
+                                     registry=self.registry)
+        self.expected_speedup = Gauge("specops_expected_speedup", "Speedup the deployment's spec expects.", by,
+                                      registry=self.registry)
+        self.expected_tau = Gauge("specops_expected_mean_acceptance_length", "Tokens per verification step the "
+                                  "spec's expected rate gives at its γ: 1 + γ × rate.", by, registry=self.registry)
+        self.gamma = Gauge("specops_num_speculative_tokens", "γ (num_speculative_tokens) the monitor watches the "
+                           "deployment at.", by, registry=self.registry)
+
+    def export_expectations(self, targets: Sequence[WatchTarget]) -> None:
+        """One series per watched deployment and known number (none for what its spec does not say)."""
+        for t in targets:
+            self.gamma.labels(t.name).set(t.gamma)
+            if t.expected_acceptance_rate is not None:
+                self.expected_rate.labels(t.name).set(t.expected_acceptance_rate)
+                self.expected_tau.labels(t.name).set(1 + t.gamma * t.expected_acceptance_rate)
+            if t.break_even_acceptance_rate is not None:
+                self.break_even_rate.labels(t.name).set(t.break_even_acceptance_rate)
+            if t.expected_speedup is not None:
+                self.expected_speedup.labels(t.name).set(t.expected_speedup)
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest
@@ -138,6 +164,7 @@ class Monitor:
         self.runner = ActionRunner(policy, executor, events, {t.name: t.restart_allowed for t in targets})
         self.failures = 0
         self.metrics.watched.set(len(self.watches))
+        self.metrics.export_expectations(targets)
 
     def use_gate(self, gate: Gate | None, on_elected: Callable[[], object] | None = None) -> None:
         """Act only while ``gate.is_leader()`` (None: always). Until the first cycle asks, not the leader."""

@@ -40,6 +40,11 @@ class WatchTarget(Strict):
                                            description="α below which speculation is slower (performance model).")
     trained_against: str | None = Field(None, description="Target fingerprint the draft was trained against.")
     restart_allowed: bool = Field(False, description="Whether a restart probe may run on this deployment.")
+    expected_acceptance_rate: float | None = Field(None, ge=0, le=1, description="accepted/drafted the spec's "
+                                                   "`expectations` predict (exported for dashboards).")
+    break_even_acceptance_rate: float | None = Field(None, ge=0, le=1, description="accepted/drafted below which "
+                                                     "it is slower than without speculation (the spec's).")
+    expected_speedup: float | None = Field(None, gt=0, description="Speedup the spec's `expectations` predict.")
 
 
 @dataclass

@@ -40,3 +40,18 @@ def test_cli_reference_is_up_to_date():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_cli_docs.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cli_reference_shows_help_as_the_cli_prints_it():
+    """A page of docs/cli.md is the text `specops ... --help` prints (a real subprocess on an 80+ column
+    terminal): `-h, --help` included, which a context built without the app's settings would drop."""
+    import os
+
+    text = (REPO / "docs" / "cli.md").read_text()
+    for words in (["lineage", "show"], ["config", "show"]):
+        env = dict(os.environ, COLUMNS="100", TERM="dumb", NO_COLOR="1", TYPER_USE_RICH="0")
+        printed = subprocess.run([sys.executable, "-m", "specops", *words, "--help"], capture_output=True, text=True,
+                                 cwd=REPO, env=env).stdout
+        page = text.split(f"## `specops {' '.join(words)}`\n\n```\n", 1)[1].split("\n```", 1)[0]
+        assert "-h, --help" in page
+        assert page == "\n".join(line.rstrip() for line in printed.strip().splitlines())

@@ -36,6 +36,11 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "> deploy.yaml": (0, r"(?m)^name: tiny$", "deploy.yaml"),
     "specops deploy deploy.yaml --dry-run        # the exact argv and environment; starts nothing":
         (0, r"--max-model-len 512", None),
+    # install.md
+    "specops --version": (0, r"^specops \d+\.\d+\.\d+", None),
+    "specops config show                     # setting | value | source | flag": (0, r"│ vllm_version +│ 0\.\d+\.\d+ +│ default", None),
+    "specops completion zsh                 # prints the script for zsh (bash, zsh, fish, powershell, pwsh)":
+        (0, r"compdef _specops_completion specops", None),
     # kubernetes.md: deploy.yaml is the 70B EAGLE-3 spec the page describes (tests/k8s/llama70b-eagle31.yaml)
     "specops deploy deploy.yaml --platform kubernetes --dry-run     # render + validate + write manifests/<name>/":
         (0, r"wrote manifests/llama70b-eagle31/ \(\d+ files\)", None),
@@ -66,11 +71,10 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops runbook list": (0, r"acceptance-drop", None),
     "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
     # performance-model.md
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 -o json   # eagle3, P(gain) 0.97":
-        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.9', None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8   # none: eagle3 P(gain) 0.68 < 0.8":
-        (0, r"none γ=- KV [\s\S]*│ evidence +│ rule: best[\s\S]*refused", None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --allow-uncertain":
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100": (0, r"eagle3", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256":
+        (0, r"none γ=- KV [\s\S]*│ evidence +│ rule: best[\s\S]*no candidate has P\(gain\)", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                  # none: P(gain) "
@@ -106,6 +110,11 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "in the path": (0, r"MoE regime expert-saturated", None),
     "specops recommend --model Qwen/Qwen3.5-9B --gpu H100   # hybrid: recurrent state, MTP with "
     "--no-enable-prefix-caching": (0, r"--no-enable-prefix-caching", None),
+    "specops tune --list                 # the calibrations this installation has: none in a fresh SPECOPS_HOME":
+        (0, r"calibrations \(newest revision\)", None),
+    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
+    '--output-len 64 --vllm-version 0.32.0 -o json      # no calibration yet: "learned_from": []':
+        (0, r'"learned_from": \[\]', None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }
@@ -122,6 +131,10 @@ ENGINE: dict[str, tuple[int, str]] = {
 
 # examples that cannot run here as written, and why (the tests that cover the same code instead)
 ELSEWHERE: dict[str, str] = {
+    "specops completion bash --install      # writes ~/.bash_completions/specops.sh and sources it from ~/.bashrc":
+        "would change the reader's own ~/.bashrc (tests/cli/test_completion.py installs it in a scratch HOME)",
+    "specops --install-completion           # typer's form: installs it for the shell you are in (detected)":
+        "would change the reader's own shell start-up file (tests/cli/test_completion.py, in a scratch HOME)",
     "specops deploy deploy.yaml --platform kubernetes --server-dry-run   # ... + the API server checks every object, "
     "stores none": "needs a Kubernetes API server (tests/k8s/test_real_apiserver.py, kube_apiserver)",
     "specops deploy deploy.yaml --platform kubernetes --force-conflicts  # ... taking over fields another manager "
@@ -148,9 +161,6 @@ ELSEWHERE: dict[str, str] = {
         "runs until stopped (the loop: tests/drift with a fake clock)",
     "specops monitor --once --dry-run --deployment chat -o json               # decide, record, do nothing":
         "needs a running deployment named chat (tests/drift/test_engine_drift.py, engine)",
-    "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
-    "--output-len 64 --vllm-version 0.32.0 --calibration tiny-cpu-full":
-        "needs the calibration a full `specops tune` of the tiny models stores (an hour of CPU engines)",
     "specops tune --spec deploy.yaml --workload code --methods ngram,draft_model --gammas 1,2,3,4,6 --concurrency 1,4 "
     "--budget-minutes 60 --name tiny-cpu": "a 60-minute grid of CPU engines (tests/tune/test_engine_tune.py: 3 engines)",
     "specops tune --resume 20260101-120000-ab12                  # continue an interrupted run":

@@ -152,7 +152,7 @@ def test_bench_results_are_printed_when_the_save_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(measure, "bench_deployment", bench)
     code, out, err = run_main("bench", "--endpoint", "http://127.0.0.1:9", "-o", "json", "--save",
                               str(folder / "r.json"))
-    assert json.loads(out) == {"speedup": 1.7}
+    assert json.loads(out) == {"schema_version": 1, "speedup": 1.7}
     assert code == 2 and "the results are printed above" in err, err
 
 

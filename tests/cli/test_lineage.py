@@ -57,6 +57,11 @@ def test_register_list_check_and_tree_round_trip(cli, folders, specops_home):
     assert "draft@v1 (draft_model)" in _ok(cli("lineage", "tree")).stdout
     shown = json.loads(_ok(cli("lineage", "show", "tiny", "--output", "json")).stdout)
     assert [s["version"] for s in shown] == ["1", "2"]
+    table = _ok(cli("lineage", "show", "tiny")).stdout  # the default, --output table: a table per version
+    assert "target tiny@1" in table and "target tiny@2" in table and "┃ field" in table
+    assert not table.lstrip().startswith(("[", "{"))
+    row = next(line for line in table.splitlines() if line.startswith("│ num_layers "))
+    assert row.split("│")[2].strip() == str(shown[0]["num_layers"])
 
 
 def test_a_vocab_mismatch_registers_with_a_warning_and_check_exits_1(cli, folders):
