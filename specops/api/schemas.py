@@ -21,18 +21,19 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
     """name -> (the command, its model, properties the CLI adds to the model's dump)."""
-    from pydantic import BaseModel, Field
+    from pydantic import Field
 
     from specops.benchmark.types import BenchResult
     from specops.checks.types import ValidationReport
     from specops.drift.monitor import CycleReport
     from specops.engines.deploy import DeployResult
+    from specops.models import Strict
     from specops.planner.types import Plan
     from specops.registry.lineage import LineageReport
     from specops.registry.transfer import PruneReport
     from specops.tune.types import TuneReport
 
-    class SettingRow(BaseModel):
+    class SettingRow(Strict):
         name: str
         value: str | int | float | bool | None = Field(description="As resolved without a flag; secrets `<redacted>`.")
         source: str = Field(description="SPECOPS_<NAME>, config.yaml, default or unset.")
@@ -41,7 +42,7 @@ def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
         default: str | None
         meaning: str
 
-    class ConfigShow(BaseModel):
+    class ConfigShow(Strict):
         """`specops config show -o json` (specops.settings.explain_settings)."""
         home: str
         home_source: str

@@ -47,8 +47,8 @@ from specops.planner.acceptance_data import (  # noqa: F401 - the table's names,
     parse,
 )
 from specops.planner.priors import DECAY
+from specops.speculation import PLANNED, expected_tokens
 from specops.speculation import alpha_from_tau as _alpha_from_tau
-from specops.speculation import expected_tokens
 
 MAX_ALPHA = 0.97
 MIN_ALPHA = 0.02
@@ -520,7 +520,7 @@ def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
         return calibrate([p for p in published if by_string.get(p.source) not in held])
 
     def predict(priors, r: AcceptanceRow) -> float | None:
-        if r.method not in ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "dflash", "medusa"):
+        if r.method not in PLANNED or r.method == "none":
             return None
         ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
         prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,

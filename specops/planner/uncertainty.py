@@ -170,7 +170,7 @@ def load_heldout_2026_12() -> list:
             args = r["recommend_args"]
             method, gen = _method(r["method_published"])
             cls = re.match(r"[a-z0-9_]+", r["method_class"]).group(0)  # "dflash(proxy for dspark)" -> dflash
-            method = cls if cls in ("draft_model", "ngram", "mtp", "dflash") else method or cls
+            method = (method or cls) if cls in ("eagle", "eagle3") else cls  # a head keeps its published generation
             gamma = int(r["gamma_published"]) if r["gamma_published"].isdigit() else None
             gpus = int(r["gpus"] or 1)
             engine = ENGINE_NAMES.get(r["engine_class"].lower(), "other")
