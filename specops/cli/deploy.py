@@ -1,7 +1,9 @@
 """`specops deploy SPEC`, `status`, `logs`, `stop`, `restart`: a deployment's life.
 
 Exit codes: 0 ok; 1 the lineage gate found the pair incompatible; 2 bad spec, port in use, an engine
-that exited during start-up (with the last lines of its log). Only typer and the stdlib are imported
+that exited during start-up (with the last lines of its log). ``status``: 0 every deployment that should
+be serving answered; 1 some did not (each named on stderr); 2 nothing to check (no deployments, or all
+stopped) or an unknown name. Only typer and the stdlib are imported
 here; specops.api.deploy is imported inside each command.
 """
 
@@ -116,14 +118,17 @@ def status_command(
 
     Example: specops status tiny
     """
-    from specops.api.deploy import status
-    from specops.cli.output import emit
+    from specops.api.deploy import status, status_exit_code
+    from specops.cli.output import check_format, emit
 
+    check_format(output)
     rows = status(name)
-    if not rows and output == "table":
-        typer.echo("no deployments yet: `specops deploy SPEC`")
-        return
-    emit(rows, output, _status_table)
+    code, lines = status_exit_code(rows)
+    if rows or output != "table":
+        emit(rows, output, _status_table)
+    for line in lines:
+        typer.echo(line, err=True)
+    raise typer.Exit(code)
 
 
 def logs_command(

@@ -71,6 +71,19 @@ def _prompts(deployment: str, data: str | Path | None, from_traffic: bool, limit
     return load_prompts(data, limit), str(Path(data).expanduser().resolve())
 
 
+def _no_target(dep) -> InputError:
+    """Why a deployment without a registered target cannot be retrained, with the fix for how it runs."""
+    name = dep.name
+    if dep.status == "adopted" or dep.platform == "external":
+        return InputError(f"deployment {name} (adopted) records no target model, so there is nothing to train against",
+                          "register the target (`specops lineage register-target PATH`), then record it and the "
+                          f"incumbent draft: `specops deployment register {name} --endpoint "
+                          f"{dep.endpoint or 'URL'} --target NAME@VERSION --draft NAME@VERSION`")
+    return InputError(f"deployment {name} has no registered target",
+                      "register the target (`specops lineage register-target PATH`), set target.ref: NAME@VERSION "
+                      "in its spec and deploy it again (`specops deploy SPEC`)")
+
+
 def _progress_writer(path: Path, job_id: int | None, every: int = 10) -> Callable[[int, float], None]:
     def on_step(step: int, loss: float) -> None:
         if step % every:
@@ -101,10 +114,12 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
     try:
         dep = reg.get_deployment(deployment)
         if not dep.target_ref:
-            raise InputError(f"deployment {deployment} has no registered target",
-                             "deploy it from a spec whose target is registered (specops lineage register-target)")
+            raise _no_target(dep)
         target = reg.get_target(dep.target_ref)
         inc = _incumbent(reg, dep)
+        from specops.retrain.record import params_from_record
+
+        params = params_from_record(backend, dep, inc, dict(params or {}))
         prompts, source = _prompts(deployment, data, from_traffic, traffic_limit)
         train, held = split_heldout(prompts, heldout, seed)
         be = get_backend(backend)
