@@ -152,10 +152,12 @@ def runbook_run(
 
 
 def _runbook_table(r) -> None:
+    from specops.models import status_word
+
     echo = typer.echo
     echo(f"runbook {r.runbook} on {r.deployment}")
     for i, s in enumerate(r.steps, 1):
-        status = "could not evaluate" if s.status == "error" else s.status
+        status = status_word(s.status)
         echo(f"{i}. {s.title} [{status}]" + (f" - {s.detail}" if s.detail else ""))
         for f in s.findings:
             echo(f"   {f.one_line()}")

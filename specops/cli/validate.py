@@ -14,20 +14,22 @@ def _table(reports) -> None:
     from rich.table import Table
 
     from specops.cli.output import console
+    from specops.models import status_word
 
     out = console()
-    colors = {"pass": "green", "fail": "red", "error": "yellow", "skipped": "dim"}
+    colors = {"pass": "green", "warn": "yellow", "fail": "red", "could not evaluate": "magenta", "skipped": "dim"}
     for rep in reports:
         t = Table(title=f"{rep.checklist} · {rep.deployment} · profile {rep.profile}", show_lines=False)
         for col in ("status", "check", "severity", "result"):
             t.add_column(col, overflow="fold")
+        words = {w: 0 for w in colors}
         for r in rep.results:
+            word = status_word(r.status, r.severity)
+            words[word] += 1
             text = r.message + (f" To fix: {r.fix}" if r.fix and r.status != "pass" else "")
-            t.add_row(f"[{colors[r.status]}]{r.status}[/]", r.id, r.severity, text)
+            t.add_row(f"[{colors[word]}]{word}[/]", r.id, r.severity, text)
         out.print(t)
-        c = rep.counts()
-        out.print(f"{c['pass']} passed, {c['fail']} failed, {c['error']} could not be evaluated, "
-                  f"{c['skipped']} skipped -> exit {rep.exit_code}")
+        out.print(", ".join(f"{n} {w}" for w, n in words.items()) + f" -> {rep.verdict} (exit {rep.exit_code})")
 
 
 def _check_outputs(fmt: str, junit: str | None) -> None:
