@@ -166,8 +166,9 @@ def record(result: BenchResult) -> None:
                    "acceptance_p50": run.acceptance_p50, "acceptance_p5": run.acceptance_p5,
                    "acceptance_source": run.acceptance_source, "per_token_alpha": m.per_token_alpha,
                    "tpot_speedup": cmp.tpot_speedup if cmp else None, "crosscheck_agree": run.crosscheck.agree})
-    summary = "; ".join(f"c={c.concurrency}: TPOT speedup {c.tpot_speedup:.2f}x" for c in result.comparisons
-                        if c.tpot_speedup is not None) or "no baseline"
+    summary = "; ".join(f"c={c.concurrency}: TPOT speedup {c.tpot_speedup:.2f}x"
+                        + (" (too few requests to tell)" if c.speedup_verdict == "too few requests to tell" else "")
+                        for c in result.comparisons if c.tpot_speedup is not None) or "no baseline"
     reg.record_event("bench", result.deployment, f"bench {result.workload}: {summary}", actor="specops bench",
                      data={"workload": result.workload, "concurrency": result.options.concurrency,
                            "crosscheck_ok": result.crosscheck_ok,

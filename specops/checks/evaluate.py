@@ -172,6 +172,12 @@ def _benchmark(check: Check, profile: Profile, sources: Sources) -> Outcome:
     if not speedups:
         raise Unevaluable(f"the latest benchmark of {name} has no baseline comparison",
                           f"re-run `specops bench --deployment {name}` with --baseline-endpoint")
+    unsure = [c["concurrency"] for c in data.get("comparisons") or []
+              if c.get("speedup_verdict") == "too few requests to tell"]
+    if unsure:  # fail closed: a speedup whose interval spans 1 is no evidence either way
+        raise Unevaluable(f"the latest benchmark of {name} had too few requests to tell speculation on from off at "
+                          f"concurrency {', '.join(map(str, unsure))} (its 95% interval spans 1x)",
+                          f"re-run `specops bench --deployment {name}` with more --requests")
     observed = statistic([s for _, s in speedups], check.statistic)
     return _compare(check, observed, profile, sources, f"{check.statistic} TPOT speedup over concurrency "
                     + ",".join(str(c) for c, _ in speedups), {"by_concurrency": dict(speedups)})

@@ -168,12 +168,22 @@ def _bench_table(result) -> None:
     out.print(t)
     if result.comparisons:
         c = Table(title="speculation on vs off")
-        for col in ("conc", "TPOT speedup (base/spec)", "tokens/s spec", "tokens/s base", "throughput ratio"):
-            c.add_column(col, justify="right")
+        for col in ("conc", "TPOT speedup (base/spec)", "95% interval", "verdict", "tokens/s spec", "tokens/s base",
+                    "throughput ratio"):
+            c.add_column(col, justify="left" if col == "verdict" else "right")
         for cmp in result.comparisons:
-            c.add_row(str(cmp.concurrency), _fmt(cmp.tpot_speedup, ".2f", "x"), _fmt(cmp.spec_tokens_per_s, ".1f"),
-                      _fmt(cmp.baseline_tokens_per_s, ".1f"), _fmt(cmp.throughput_ratio, ".2f", "x"))
+            interval = ("-" if cmp.tpot_speedup_low is None else
+                        f"{cmp.tpot_speedup_low:.2f}–{cmp.tpot_speedup_high:.2f}x")
+            c.add_row(str(cmp.concurrency), _fmt(cmp.tpot_speedup, ".2f", "x"), interval, cmp.speedup_verdict or "-",
+                      _fmt(cmp.spec_tokens_per_s, ".1f"), _fmt(cmp.baseline_tokens_per_s, ".1f"),
+                      _fmt(cmp.throughput_ratio, ".2f", "x"))
         out.print(c)
+        out.print("95% interval: bootstrap of the ratio of median per-request TPOTs (2000 resamples of each run's "
+                  "requests)")
+        unsure = [cmp.concurrency for cmp in result.comparisons if cmp.speedup_verdict == "too few requests to tell"]
+        if unsure:
+            out.print(f"note: at concurrency {', '.join(map(str, unsure))} the interval spans 1x: too few requests "
+                      "to tell speculation on from off. To fix: re-run with more --requests.")
     memory = {}
     for r in result.runs:
         for p in r.crosscheck.problems:
