@@ -10,7 +10,6 @@ here; specops.api.deploy is imported inside each command.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Optional
 
 import typer
@@ -26,20 +25,10 @@ def register(app: typer.Typer) -> None:
     app.command("restart")(restart_command)
 
 
-_last = {"t": 0.0, "waiting": False}
-
-
 def _progress(msg: str) -> None:
-    """One updating line on a terminal; a line every 30 s of waiting otherwise (logs, CI)."""
-    waiting = msg.startswith("waiting for")
-    if sys.stderr.isatty():
-        sys.stderr.write(("\r" if waiting and _last["waiting"] else "\n" if _last["waiting"] else "") + f"  … {msg}"
-                         + ("" if waiting else "\n"))
-        sys.stderr.flush()
-    elif not waiting or time.monotonic() - _last["t"] >= 30:
-        typer.echo(f"  … {msg}", err=True)
-        _last["t"] = time.monotonic()
-    _last["waiting"] = waiting
+    from specops.cli.output import progress
+
+    progress(msg)
 
 
 def deploy_command(

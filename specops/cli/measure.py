@@ -98,6 +98,7 @@ def bench_command(
 
     from specops.api.measure import bench_deployment
     from specops.cli.output import check_format, check_writable, console, dumps, emit
+    from specops.cli.output import progress as say
 
     check_format(output, ("table", "json"))
     if save:
@@ -108,7 +109,7 @@ def bench_command(
             baseline_endpoint=baseline_endpoint, baseline_served_name=baseline_served_name, baseline=baseline,
             workload=workload, concurrency=concurrency, requests=requests, rate=rate,
             stress_factor=stress_factor, max_tokens=max_tokens, seed=seed, window=window, warmup=warmup,
-            engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress)
+            engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress, say=say)
     emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
         try:
@@ -125,25 +126,48 @@ def bench_command(
 
 
 class _progress:
-    """A rich progress bar on stderr, fed by the library's progress callback."""
+    """A rich progress bar on stderr on a terminal (with the estimated time left), fed by the library's
+    progress callback; without a terminal, plain lines through specops.cli.output.progress."""
 
     def __enter__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        import time
+
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         from specops.cli.output import console
 
         err = console(stderr=True)
-        self._bar = Progress("bench", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                             transient=True, disable=not err.is_terminal)  # no bar in pipes and logs
+        self._plain = not err.is_terminal
+        self._bar = Progress("bench", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), "left",
+                             TimeRemainingColumn(), console=err, transient=True,
+                             disable=self._plain)  # no bar in pipes and logs
         self._bar.__enter__()
         self._task = self._bar.add_task("requests", total=None)
+        self._done, self._total, self._t0 = 0, 0, time.monotonic()
         return self
 
     def __call__(self, event: str, amount: int) -> None:
+        import time
+
         if event == "total":
             self._bar.update(self._task, total=amount)
+            self._total = amount
         else:
             self._bar.advance(self._task, amount)
+            self._done += amount
+        if self._plain and self._total and self._done:
+            from specops.cli.output import progress
+            from specops.progress import waiting
+
+            spent = time.monotonic() - self._t0
+            progress(waiting(f"bench requests ({self._done} of {self._total})", spent,
+                             spent * self._total / self._done))
 
     def __exit__(self, *exc):
         self._bar.__exit__(*exc)
