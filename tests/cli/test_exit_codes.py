@@ -57,3 +57,20 @@ def test_status_of_a_stopped_deployment_shows_stopped_without_probing(cli, peer)
     r = cli("status", "old")
     assert "stopped" in r.stdout and "unreachable" not in r.stdout
     assert engine.hits.get("/health", 0) == 0
+
+
+def test_every_documented_exit_code_row_names_a_real_command_and_the_reference_shows_it():
+    import sys
+
+    from specops.cli.exitcodes import EXIT_CODES
+    from tests.conftest import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import gen_cli_docs
+
+    leaves = {" ".join(p[1:]) for p, cmd in gen_cli_docs.walk() if len(p) > 1 and not getattr(cmd, "commands", None)}
+    assert set(EXIT_CODES) <= leaves, set(EXIT_CODES) - leaves
+    top = {name for name in leaves if " " not in name}
+    assert top - set(EXIT_CODES) == set(), "every top-level command documents its exit codes"
+    reference = (REPO / "docs" / "cli.md").read_text()
+    assert reference.count("**Exit codes.**") == len(leaves)
