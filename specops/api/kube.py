@@ -24,7 +24,7 @@ def _require_kubernetes(name: str, command: str) -> None:
     if row.platform == "kubernetes":
         return
     if row.status == "adopted" or row.platform == "external":
-        raise InputError(f"deployment {name} is an adopted engine (specops did not start it), not a Kubernetes "
+        raise InputError(f"deployment {name} is an adopted engine (not started by specops), not a Kubernetes "
                          f"canary: there is nothing to {command}",
                          "change its draft where it runs, then record it with `specops deployment register "
                          f"{name} --endpoint URL --draft NAME@VERSION`")

@@ -29,6 +29,7 @@ from specops.errors import InputError
 from specops.metrics import measure_endpoint, measure_prometheus, parse_duration
 from specops.metrics.types import Measurement
 from specops.models import Strict
+from specops.progress import waiting as waiting  # re-exported for the CLI's plain bench progress
 
 
 def registered(name: str):

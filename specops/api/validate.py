@@ -17,8 +17,9 @@ from specops.checks.run import validate
 from specops.checks.sources import Sources, default_sources
 from specops.checks.types import CheckResult, ValidationReport
 from specops.metrics import parse_duration
+from specops.models import status_word
 
-__all__ = ["gate", "parse_duration", "report", "validate", "write_junit"]
+__all__ = ["gate", "parse_duration", "report", "status_word", "validate", "write_junit"]
 
 
 def report(deployment: str, out: str | Path | None = None, *, registry=None) -> Path:

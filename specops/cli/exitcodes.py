@@ -18,7 +18,7 @@ EXIT_CODES: dict[str, str] = {
               "registry, or every one stopped or without an endpoint), or an unknown name.",
     "logs": "0 the log was printed; 2 an unknown deployment, or one whose log specops does not hold (adopted: read "
             "it where the engine runs; Kubernetes: `kubectl logs`).",
-    "stop": "0 stopped (or was not running); 2 an unknown deployment, or one specops did not start as a local "
+    "stop": "0 stopped (or was not running); 2 an unknown deployment, or one not started by specops as a local "
             "process (adopted: stop it where it runs; Kubernetes: kubectl or `specops rollback`).",
     "restart": "0 restarted; 1 the lineage gate refused the pair; 2 as `stop`, or no saved spec, or the engine did "
                "not come back.",

@@ -162,8 +162,8 @@ class _progress:
             self._bar.advance(self._task, amount)
             self._done += amount
         if self._plain and self._total and self._done:
+            from specops.api.measure import waiting
             from specops.cli.output import progress
-            from specops.progress import waiting
 
             spent = time.monotonic() - self._t0
             progress(waiting(f"bench requests ({self._done} of {self._total})", spent,

@@ -92,7 +92,7 @@ def _table(r) -> None:
     when = time.strftime("%H:%M:%S", time.localtime(r.at))
     q = f", {r.queries} queries" if r.queries is not None else ""
     echo(f"{when} cycle {r.outcome}: {len(r.seen)} seen, {len(r.unseen)} unseen, {len(r.not_watched)} not watched "
-         f"({r.duration_s:.2f}s{q})")
+         f"({r.duration_s:.2f}s{q}) -> {r.verdict}")
     if r.error and r.outcome != "idle":  # idle: said on stderr (the _show above)
         echo(f"  source: {r.error}" + (f"; retry in {r.retry_in_s:.0f}s" if r.retry_in_s else ""))
     for f in r.findings:
@@ -142,17 +142,17 @@ def runbook_run(
 ) -> None:
     """Run a runbook's diagnostic steps on a deployment; print findings and the recommended next action."""
     from specops.api.monitor import run_runbook
-    from specops.cli.output import check_format, emit
+    from specops.cli.output import check_format, emit, progress
 
     check_format(output)
     result = run_runbook(name, deployment, allow_restart=allow_restart, prometheus_url=prometheus_url, db=db,
-                         progress=lambda m: typer.echo(m, err=True))
+                         progress=progress)
     emit(result, output, _runbook_table)
     raise typer.Exit(result.exit_code)
 
 
 def _runbook_table(r) -> None:
-    from specops.models import status_word
+    from specops.api.monitor import status_word
 
     echo = typer.echo
     echo(f"runbook {r.runbook} on {r.deployment}")

@@ -13,8 +13,8 @@ import typer
 def _table(reports) -> None:
     from rich.table import Table
 
+    from specops.api.validate import status_word
     from specops.cli.output import console
-    from specops.models import status_word
 
     out = console()
     colors = {"pass": "green", "warn": "yellow", "fail": "red", "could not evaluate": "magenta", "skipped": "dim"}

@@ -121,6 +121,12 @@ class CycleReport(Strict):
         cycle that watched nothing (an empty registry, or the wrong one, is never a success)."""
         return 0 if self.outcome == "ok" else 2
 
+    @property
+    def verdict(self) -> str:
+        """The exit code in the shared status words: pass (saw every watched deployment; drift it found is in
+        ``findings``) or could not evaluate (something unseen, the source failed, or nothing watched)."""
+        return "pass" if self.exit_code == 0 else "could not evaluate"
+
 
 class Monitor:
     def __init__(self, targets: Sequence[WatchTarget], source: MeasurementSource, policy: Policy,

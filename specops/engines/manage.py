@@ -126,7 +126,7 @@ def not_a_local_process(row, command: str) -> InputError:
     canary is rolled back and a stable scaled down with kubectl."""
     name = row.name
     if row.status == "adopted" or row.platform == "external":
-        return InputError(f"deployment {name} was adopted (specops did not start the engine at "
+        return InputError(f"deployment {name} was adopted (an engine not started by specops, at "
                           f"{row.endpoint or 'its endpoint'}), so specops cannot {command} it",
                           f"{command} it where it runs; then `specops deployment remove {name}` takes it off "
                           "specops' watch (its history is kept)")
@@ -157,6 +157,7 @@ def status_exit_code(rows: list[DeploymentStatus]) -> tuple[int, list[str]]:
                    "(`specops deployment register NAME --endpoint URL`); check SPECOPS_HOME / SPECOPS_DB "
                    "point at the right registry"]
     down = [r for r in expected if r.health != "ok"]
+
     def why(r: DeploymentStatus) -> str:
         return "process gone" if r.process == "gone" else "no endpoint to probe" if r.health == "-" else r.health
 
@@ -193,7 +194,7 @@ def log_path(name: str, *, registry=None) -> Path:
         raise NotFoundError(f"deployment {name} runs on Kubernetes: its engine log is the pod's",
                             f"run `kubectl logs deployment/{name} -n {ns}`")
     if row.status == "adopted":
-        raise NotFoundError(f"deployment {name} was adopted (specops did not start it), so specops has no engine "
+        raise NotFoundError(f"deployment {name} was adopted (not started by specops), so specops has no engine "
                             "log for it", f"read the log where the engine at {row.endpoint or 'its endpoint'} runs")
     raise NotFoundError(f"deployment {name} has no engine log ({row.status})",
                         f"start it with `specops restart {name}`" if DeploymentFolder.of(name).spec.is_file()

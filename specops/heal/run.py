@@ -107,7 +107,7 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
     try:
         dep = registry.get_deployment(deployment)
         if dep.status == "adopted" or dep.platform == "external":
-            raise InputError(f"deployment {deployment} was adopted (specops did not start its engine), and heal "
+            raise InputError(f"deployment {deployment} was adopted (its engine was not started by specops), and heal "
                              "restarts the engine it heals",
                              f"retrain its draft with `specops retrain --deployment {deployment} --data FILE`, then "
                              "serve the new draft where the engine runs")

@@ -33,6 +33,7 @@ def test_monitor_once_with_only_stopped_deployments_watches_nothing_and_exits_2(
     r = cli("monitor", "--once")
     assert r.returncode == 2 and "nothing to watch" in r.stderr, (r.stdout, r.stderr)
     assert "not watched: old" in r.stderr
+    assert "cycle idle: 0 seen" in r.stdout and "-> could not evaluate" in r.stdout  # the shared status words
 
 
 def test_status_exit_codes_every_reachable_some_down_all_down_all_stopped(cli, peer):

@@ -1,13 +1,13 @@
 """Every fix message fits where the deployment runs, and following it works.
 
-One table: each day-2 command (stop, restart, logs, promote, retrain, heal) on each kind of deployment -
-a local process specops deployed, a Kubernetes deployment (and canary), an engine adopted with
+One table: each day-2 command (stop, restart, logs, promote, rollback, retrain, heal) on each kind of
+deployment - a local process specops deployed, a Kubernetes deployment and canary, an engine adopted with
 `deployment register` - and an unknown name. The deployments are real rows in a real SQLite registry
 (local and Kubernetes rows written as the deploy paths write them; the adopted one through the real
 `deployment register` against a loopback HTTP peer that answers /v1/models and /metrics: the only fake,
-standing in for a vLLM server). Where the fix is a specops command, the test runs it and checks it did
-what it says; where it is a command of another tool (kubectl), the test checks it is that tool's and
-names the deployment's namespace, since no cluster runs here.
+standing in for a vLLM server). Where the fix is a specops command, the test runs it (placeholders
+filled in) and checks it did what it says; where it is another tool's (kubectl), the test checks it is
+that tool's and names the deployment's namespace, since no cluster runs here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -36,10 +37,19 @@ def _commands(fix: str) -> list[list[str]]:
     return [shlex.split(c)[1:] for c in re.findall(r"`(specops [^`]+)`", fix)]
 
 
+def _fill(argv: list[str], values: dict[str, str]) -> list[str]:
+    """A fix's command with its placeholders (FILE, URL, NAME@VERSION, ...) replaced as a user would."""
+    out, flag = [], None
+    for a in argv:
+        out.append(values.get(f"{flag} {a}", values.get(a, a)))
+        flag = a
+    return out
+
+
 @pytest.fixture
 def fleet(cli, peer, specops_home, tiny_models, tmp_path):
-    """local-tiny (local, stopped, target registered), kube-prod and kube-canary (Kubernetes, namespace
-    serving), ext (adopted through the CLI, no target recorded); a prompts file for retrain/heal."""
+    """local-tiny (local, stopped, target and draft registered), kube-prod and kube-canary (Kubernetes,
+    namespace serving), ext (adopted through the CLI, no target recorded); a prompts file."""
     from specops.registry import open_registry
 
     engine = peer({"/metrics": (200, exposition(100, [72, 45, 26], 400)), "/v1/models": (200, MODELS),
@@ -59,105 +69,122 @@ def fleet(cli, peer, specops_home, tiny_models, tmp_path):
     assert r.returncode == 0, r.stderr
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"def f{i}(x):\n    return"}) + "\n" for i in range(12)))
-    return {"engine": engine, "prompts": str(prompts), "target": str(tiny_models["target-v1"]),
-            "draft": str(tiny_models["draft-v1"])}
+    return {"url": engine.url, "prompts": str(prompts), "target": str(tiny_models["target-v1"]),
+            "values": {"FILE": str(prompts), "URL": engine.url, "PATH": str(tiny_models["target-v1"]),
+                       "--target NAME@VERSION": "tiny@v1", "--draft NAME@VERSION": "tiny-draft@v1"}}
 
 
-def _statuses(cli) -> dict[str, str]:
-    r = cli("deployment", "list", "-o", "json")
+def _deployment(cli, name: str) -> dict:
+    r = cli("deployment", "show", name, "-o", "json")
     assert r.returncode == 0, r.stderr
-    return {d["name"]: d["status"] for d in json.loads(r.stdout)}
+    return json.loads(r.stdout)
 
 
-# --- the table: (command, kind) -> what the fix must say, and how following it is checked -------------
+# --- what following each fix must achieve ---------------------------------------------------------------
 
-def test_stop_and_restart_on_an_adopted_engine_say_do_it_where_it_runs_and_remove_takes_it_off_the_watch(cli, fleet):
-    restart = _fix(cli("restart", "ext"))
-    assert "where it runs" in restart and "specops deploy SPEC" not in restart
-    fix = _fix(cli("stop", "ext"))
-    assert "kubectl" not in fix and "rollback" not in fix and "where it runs" in fix
-    (remove,) = _commands(fix)
-    assert remove == ["deployment", "remove", "ext"]
-    assert cli(*remove).returncode == 0
-    assert _statuses(cli).get("ext", "gone") in ("gone", "stopped")  # off the watch (history kept)
+def _removed(cli, fleet, r):  # `deployment remove ext`: off the watch (history kept)
+    assert r.returncode == 0, r.stderr
+    assert _deployment(cli, "ext")["status"] == "stopped"
 
 
-@pytest.mark.parametrize("command", ["stop", "restart"])
-def test_stop_and_restart_on_kubernetes_name_kubectl_in_its_namespace_or_the_canary_rollback(cli, fleet, command):
-    fix = _fix(cli(command, "kube-prod"))
-    verb = "rollout restart" if command == "restart" else "scale"
-    assert f"kubectl {verb} deployment/kube-prod -n serving" in fix, fix
-    canary = _fix(cli(command, "kube-canary"))
-    assert _commands(canary)[0] == ["rollback", "kube-canary"], canary
+def _listed(cli, fleet, r):  # `deployment list`: the names to choose from
+    assert r.returncode == 0 and "local-tiny" in r.stdout and "ext" in r.stdout, r.stdout
 
 
-def test_logs_of_an_unknown_name_says_unknown_deployment_and_the_listing_it_suggests_works(cli, fleet):
-    r = cli("logs", "nope")
-    fix = _fix(r)
-    assert 'unknown deployment "nope"' in r.stderr and "has no engine log" not in r.stderr, r.stderr
-    (listing,) = _commands(fix)
-    assert listing == ["deployment", "list"]
-    out = cli(*listing, env={"COLUMNS": "200"})
-    assert out.returncode == 0 and "local-tiny" in out.stdout and "ext" in out.stdout
+def _heal_planned(cli, fleet, r):  # `heal --deployment local-tiny --data FILE --dry-run`
+    assert r.returncode == 0, r.stderr
+    assert "dry run: heal of local-tiny" in r.stdout and "tiny@v1" in r.stdout
 
 
-def test_logs_fit_the_kind_adopted_kubernetes_and_a_local_deployment_without_a_log(cli, fleet):
-    adopted = _fix(cli("logs", "ext"))
-    assert "where the engine" in adopted and fleet["engine"].url.split("//")[1] in adopted
-    assert "kubectl logs deployment/kube-prod -n serving" in _fix(cli("logs", "kube-prod"))
-    local = _fix(cli("logs", "local-tiny"))
-    assert _commands(local) == [["deploy", "SPEC"]], local  # no saved spec here: deploy it again
+def _draft_recorded(cli, fleet, r):  # `deployment register ext --endpoint URL --draft NAME@VERSION`
+    assert r.returncode == 0, r.stderr
+    assert _deployment(cli, "ext")["draft_ref"] == "tiny-draft@v1"
 
 
-def test_promote_on_a_local_deployment_points_to_heal_and_its_dry_run_works(cli, fleet):
-    r = cli("promote", "local-tiny")
-    fix = _fix(r)
-    assert "credentials" not in r.stderr and "local process" in r.stderr
-    (heal,) = _commands(fix)
-    assert heal[:3] == ["heal", "--deployment", "local-tiny"]
-    follow = cli(*[fleet["prompts"] if a == "FILE" else a for a in heal], "--dry-run")
-    assert follow.returncode == 0, follow.stderr
-    assert "dry run: heal of local-tiny" in follow.stdout and "tiny@v1" in follow.stdout
-    # the control row: a Kubernetes canary goes to the cluster (here: no credentials), not to these fixes
-    r = cli("promote", "kube-canary", env={"KUBECONFIG": "/nonexistent/kubeconfig"})
-    assert r.returncode == 2 and "local process" not in r.stderr and "adopted" not in r.stderr, r.stderr
+def _target_registered(cli, fleet, r):  # `lineage register-target PATH` (already known: the same version)
+    assert r.returncode == 0, r.stderr
 
 
-def test_promote_and_rollback_on_an_adopted_engine_point_to_register_and_it_works(cli, fleet):
-    for command in ("promote", "rollback"):
-        r = cli(command, "ext")
+def _retrain_runs(cli, fleet, r):  # after `deployment register ext ... --target --draft`: retrain plans
+    assert r.returncode == 0, r.stderr
+    assert _deployment(cli, "ext")["target_ref"] == "tiny@v1"
+    plan = cli("retrain", "--deployment", "ext", "--data", fleet["prompts"], "--dry-run")
+    assert plan.returncode == 0 and "retraining of ext against tiny@v1" in plan.stdout, plan.stderr
+
+
+def _retrain_planned(cli, fleet, r):  # `retrain --deployment ext --data FILE` (dry run)
+    assert r.returncode == 0 and "retraining of ext against tiny@v1" in r.stdout, r.stderr
+
+
+@dataclass
+class Row:
+    """One (command, kind) cell: what the refusal must say, what it must not, and how each specops
+    command in its fix is followed (``extra`` args appended, e.g. --dry-run) and checked."""
+
+    argv: tuple[str, ...]
+    says: tuple[str, ...]
+    never: tuple[str, ...] = ()
+    follow: list[tuple[tuple[str, ...], object]] = field(default_factory=list)
+    env: dict | None = None
+
+    @property
+    def id(self) -> str:
+        return " ".join(a for a in self.argv if not a.startswith("/"))[:60]
+
+
+# order matters only where a follow changes the fleet: `deployment remove ext` and the re-registrations
+# of ext come last
+TABLE = [
+    # logs
+    Row(("logs", "nope"), ('unknown deployment "nope"', "`specops deployment list`"), ("has no engine log",),
+        [((), _listed)]),
+    Row(("logs", "ext"), ("was adopted", "where the engine at http://127.0.0.1:"), ("specops deploy SPEC",)),
+    Row(("logs", "kube-prod"), ("`kubectl logs deployment/kube-prod -n serving`",)),
+    Row(("logs", "local-tiny"), ("has no engine log (stopped)", "`specops deploy SPEC`")),
+    # stop / restart
+    Row(("stop", "kube-prod"), ("`kubectl scale deployment/kube-prod -n serving --replicas=0`",), ("adopted",)),
+    Row(("restart", "kube-prod"), ("`kubectl rollout restart deployment/kube-prod -n serving`",)),
+    Row(("stop", "kube-canary"), ("canary of kube-prod", "`specops rollback kube-canary`"), ("kubectl",)),
+    Row(("restart", "ext"), ("was adopted", "restart it where it runs"), ("kubectl", "specops deploy SPEC")),
+    # promote / rollback
+    Row(("promote", "local-tiny"), ("a local process, not a Kubernetes canary",), ("credentials",),
+        [(("--dry-run",), _heal_planned)]),
+    Row(("rollback", "local-tiny"), ("a local process",), ("credentials",), [(("--dry-run",), _heal_planned)]),
+    Row(("promote", "kube-canary"), (), ("local process", "adopted"), env={"KUBECONFIG": "/nonexistent/kubeconfig"}),
+    # heal / retrain
+    Row(("heal", "--deployment", "kube-prod", "--data", "FILE", "--dry-run"),
+        ("runs on kubernetes", "--platform kubernetes --canary-of kube-prod"), ("adopted",)),
+    Row(("promote", "ext"), ("an adopted engine", "--draft NAME@VERSION"), ("credentials",),
+        [((), _draft_recorded)]),
+    Row(("retrain", "--deployment", "ext", "--data", "FILE", "--dry-run"),
+        ("(adopted) records no target", "--target NAME@VERSION --draft NAME@VERSION"), ("deploy it from a spec",),
+        [((), _target_registered), ((), _retrain_runs)]),
+    Row(("heal", "--deployment", "ext", "--data", "FILE", "--dry-run"), ("was adopted",), ("Kubernetes", "canary-of"),
+        [(("--dry-run",), _retrain_planned)]),  # after the retrain row: ext has a target to retrain against
+    Row(("stop", "ext"), ("was adopted", "stop it where it runs"), ("kubectl", "rollback"), [((), _removed)]),
+]
+
+
+def test_every_fix_fits_the_deployment_and_following_it_works(cli, fleet):
+    """The table above, in order, on one fleet; each failure names its row."""
+    for row in TABLE:
+        argv = [fleet["prompts"] if a == "FILE" else a for a in row.argv]
+        r = cli(*argv, env=row.env)
+        if not row.says:  # a Kubernetes canary: the cluster is asked (here: no credentials), not these fixes
+            assert r.returncode == 2 and not any(w in r.stderr for w in row.never), (row.id, r.stderr)
+            continue
         fix = _fix(r)
-        assert "credentials" not in r.stderr and "adopted" in r.stderr
-    (register,) = _commands(fix)
-    assert register[:3] == ["deployment", "register", "ext"]
-    argv = [fleet["engine"].url if a == "URL" else "tiny-draft@v1" if a == "NAME@VERSION" else a for a in register]
-    assert cli(*argv).returncode == 0
-    shown = json.loads(cli("deployment", "show", "ext", "-o", "json").stdout)
-    assert shown["draft_ref"] == "tiny-draft@v1"
+        for words in row.says:
+            assert words in r.stderr, (row.id, words, r.stderr)
+        for words in row.never:
+            assert words not in r.stderr, (row.id, words, r.stderr)
+        commands = _commands(fix)
+        assert len(commands) >= len(row.follow), (row.id, fix)
+        for i, (extra, check) in enumerate(row.follow):
+            follow = _fill(commands[i], fleet["values"]) + [a for a in extra if a not in commands[i]]
+            check(cli, fleet, cli(*follow, env={"COLUMNS": "200"}))
 
 
-def test_retrain_on_an_adopted_engine_without_a_target_points_to_register_target_and_draft_and_it_works(cli, fleet):
-    r = cli("retrain", "--deployment", "ext", "--data", fleet["prompts"], "--dry-run")
-    fix = _fix(r)
-    assert "deploy it from a spec" not in fix and "--target NAME@VERSION --draft NAME@VERSION" in fix, fix
-    register_target, register = _commands(fix)
-    assert register_target == ["lineage", "register-target", "PATH"]
-    # the target is already registered in this registry (tiny@v1); registering the folder again is a no-op
-    assert cli("lineage", "register-target", fleet["target"], "--name", "tiny").returncode == 0
-    argv = [a for a in register]
-    argv[argv.index("--target") + 1] = "tiny@v1"
-    argv[argv.index("--draft") + 1] = "tiny-draft@v1"
-    assert cli(*argv).returncode == 0
-    follow = cli("retrain", "--deployment", "ext", "--data", fleet["prompts"], "--dry-run")
-    assert follow.returncode == 0, follow.stderr
-    assert "retraining of ext against tiny@v1" in follow.stdout
-
-
-def test_heal_on_an_adopted_engine_points_to_retrain_not_kubernetes(cli, fleet):
-    fix = _fix(cli("heal", "--deployment", "ext", "--data", fleet["prompts"], "--dry-run"))
-    assert "Kubernetes" not in fix and "canary-of" not in fix
-    (retrain,) = _commands(fix)
-    assert retrain[:3] == ["retrain", "--deployment", "ext"]
-    # the control row: a stopped local deployment stops fine (nothing to do), no refusal
+def test_the_local_control_row_stops_without_a_refusal(cli, fleet):
     r = cli("stop", "local-tiny")
     assert r.returncode == 0 and "local-tiny: not running" in r.stdout, r.stderr
