@@ -81,3 +81,15 @@ def test_validate_with_a_short_window_shows_its_wait_on_stderr_without_a_termina
     assert waits and "/metrics samples" in waits[0] and "5s left)" in waits[0], r.stderr
     assert "sampled " in r.stderr
     assert r.returncode == 2, r.stdout[-400:]  # counters that never move: too few samples, never a pass
+
+
+def test_bench_without_a_terminal_prints_plain_request_progress_with_the_time_left(capsys, monkeypatch):
+    from specops.cli import output
+    from specops.cli.measure import _progress
+
+    monkeypatch.setitem(output._last, "waiting", False)
+    with _progress() as bar:  # capsys: stderr is not a terminal, so no rich bar
+        bar("total", 4)
+        bar("advance", 1)
+    err = capsys.readouterr().err
+    assert "waiting for bench requests (1 of 4)" in err and "s left)" in err, err
