@@ -54,6 +54,10 @@ def render() -> str:
     out = ["# CLI reference", "",
            "Generated from the CLI by `scripts/gen_cli_docs.py`; `tests/cli/test_docs.py` fails when it is",
            "out of date. Concepts and examples are in the other pages of docs/.", ""]
+    import textwrap
+
+    from specops.cli.exitcodes import exit_codes
+
     for path, cmd in walk():
         title = " ".join(path)
         out.append(f"## `{title}`")
@@ -62,6 +66,9 @@ def render() -> str:
         out.append(_strip(plain_help(cmd, path)))
         out.append("```")
         out.append("")
+        if len(path) > 1 and not getattr(cmd, "commands", None):  # commands, not groups
+            out.append("**Exit codes.** " + textwrap.fill(exit_codes(" ".join(path[1:])), 100))
+            out.append("")
     return "\n".join(out)
 
 

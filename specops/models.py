@@ -31,6 +31,22 @@ def check_deployment_name(name: object, what: str = "deployment name") -> str:
     return name
 
 
+STATUS_WORDS = {"pass": "pass", "ok": "pass", "warn": "warn", "fail": "fail", "error": "could not evaluate",
+                "skipped": "skipped"}
+"""The one status vocabulary people read in gate, validate, runbook and monitor output: pass, warn, fail,
+could not evaluate (and skipped by a profile). Severity (error/warning/info) is a separate column: it
+says what a failure would mean, not what happened. The JSON keeps the short values (``error`` = could
+not evaluate)."""
+
+
+def status_word(status: str, severity: str | None = None) -> str:
+    """``status`` in :data:`STATUS_WORDS`; a failed check whose severity is not ``error`` is a ``warn`` (it is
+    reported and fails nothing)."""
+    if status == "fail" and severity not in (None, "error"):
+        return "warn"
+    return STATUS_WORDS.get(status, status)
+
+
 class Strict(BaseModel):
     """The one strict base: unknown fields are refused (a typo in a config or spec is an error, not
     ignored). Every pydantic model in specops derives from it (add ``model_config =

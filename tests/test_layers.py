@@ -25,10 +25,10 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
 FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "speculation",
-              "__init__",
+              "progress", "__init__",
               "__main__"}
-"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading
-and the vLLM capability table (data, no vllm import)."""
+"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading,
+the vLLM capability table (data, no vllm import) and the progress protocol (what a long wait says)."""
 
 ALLOWED: dict[str, set[str]] = {
     "registry": set(),

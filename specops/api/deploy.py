@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from specops.engines.manage import DeploymentStatus, log_path, restart, status, stop, tail
+from specops.engines.manage import DeploymentStatus, log_path, restart, status, status_exit_code, stop, tail
 from specops.errors import InputError
 
-__all__ = ["DeploymentStatus", "deploy", "follow_log", "log_path", "restart", "status", "stop", "tail"]
+__all__ = ["DeploymentStatus", "deploy", "follow_log", "log_path", "restart", "status", "status_exit_code", "stop",
+           "tail"]
 
 PLATFORMS = ("local", "kubernetes")
 

@@ -29,6 +29,7 @@ from specops.errors import InputError
 from specops.metrics import measure_endpoint, measure_prometheus, parse_duration
 from specops.metrics.types import Measurement
 from specops.models import Strict
+from specops.progress import waiting as waiting  # re-exported for the CLI's plain bench progress
 
 
 def registered(name: str):
@@ -82,7 +83,9 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
                      requests: int = 16, rate: float | None = None, stress_factor: float | None = None,
                      max_tokens: int | None = None, seed: int = 1, window: str = "1s", warmup: int = 1,
                      engine_pid: int | None = None, baseline_pid: int | None = None,
-                     api_key_env: str | None = None, progress=None) -> BenchResult:
+                     api_key_env: str | None = None, progress=None, say=None) -> BenchResult:
+    """``progress(event, amount)`` counts requests; ``say(text)`` hears about waits (the redeployed baseline
+    starting and stopping), as specops.progress describes."""
     from specops.metrics import base_url, parse_duration
 
     for flag, value, top in (("--rate", rate, MAX_RATE), ("--stress-factor", stress_factor, 1000.0)):
@@ -121,7 +124,7 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
         raise InputError(f"--{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}",
                          "see `specops bench --help`") from None
     if baseline == "redeploy":
-        result = _with_redeployed_baseline(deployment, row, opts, progress)
+        result = _with_redeployed_baseline(deployment, row, opts, progress, say)
     else:
         result = bench(opts, progress)
     if deployment:
@@ -129,7 +132,7 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
     return result
 
 
-def _with_redeployed_baseline(deployment: str | None, row, opts: BenchOptions, progress) -> BenchResult:
+def _with_redeployed_baseline(deployment: str | None, row, opts: BenchOptions, progress, say=None) -> BenchResult:
     """Start the deployment's own engine config without speculation on a free loopback port, bench both
     engines, then stop the temporary one. The speculative deployment keeps serving meanwhile."""
     if not deployment or row is None or row.platform != "local":
@@ -138,7 +141,7 @@ def _with_redeployed_baseline(deployment: str | None, row, opts: BenchOptions, p
                          "without speculation")
     from specops.benchmark.twin import baseline_twin
 
-    with baseline_twin(deployment, row) as (url, pid):
+    with baseline_twin(deployment, row, progress=say) as (url, pid):
         base = BenchTarget(role="baseline", endpoint=url, served_name=opts.spec.served_name, pid=pid,
                       api_key_env=opts.spec.api_key_env)
         return bench(opts.model_copy(update={"baseline": base}), progress)
@@ -166,8 +169,9 @@ def record(result: BenchResult) -> None:
                    "acceptance_p50": run.acceptance_p50, "acceptance_p5": run.acceptance_p5,
                    "acceptance_source": run.acceptance_source, "per_token_alpha": m.per_token_alpha,
                    "tpot_speedup": cmp.tpot_speedup if cmp else None, "crosscheck_agree": run.crosscheck.agree})
-    summary = "; ".join(f"c={c.concurrency}: TPOT speedup {c.tpot_speedup:.2f}x" for c in result.comparisons
-                        if c.tpot_speedup is not None) or "no baseline"
+    summary = "; ".join(f"c={c.concurrency}: TPOT speedup {c.tpot_speedup:.2f}x"
+                        + (" (too few requests to tell)" if c.speedup_verdict == "too few requests to tell" else "")
+                        for c in result.comparisons if c.tpot_speedup is not None) or "no baseline"
     reg.record_event("bench", result.deployment, f"bench {result.workload}: {summary}", actor="specops bench",
                      data={"workload": result.workload, "concurrency": result.options.concurrency,
                            "crosscheck_ok": result.crosscheck_ok,

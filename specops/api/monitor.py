@@ -17,11 +17,12 @@ from collections.abc import Callable
 from specops.drift.monitor import CycleReport
 from specops.drift.service import MonitorOptions, run_runbook_on
 from specops.errors import InputError
+from specops.models import status_word
 from specops.registry import open_registry
 from specops.settings import setting
 
 __all__ = ["CycleReport", "MonitorOptions", "list_runbooks", "monitor", "monitor_options", "run_runbook",
-           "show_runbook"]
+           "show_runbook", "status_word"]
 
 
 MAX_BASELINE_HOURS = 24 * 366.0

@@ -24,7 +24,7 @@ def parse_params(text: str | None) -> dict:
 
 def retrain(deployment: str, *, backend: str = "local", data: str | Path | None = None, from_traffic: bool = False,
             params: str | dict | None = None, heldout: int = 8, floor: float = 0.0, min_gain: float = 0.0,
-            reason: str | None = None, dry_run: bool = False, db: str | None = None):
+            reason: str | None = None, dry_run: bool = False, db: str | None = None, progress=None):
     """Retrain the draft of ``deployment`` (a RetrainOutcome); ``params`` as a dict or JSON text."""
     from specops.retrain.driver import retrain as run
 
@@ -33,4 +33,4 @@ def retrain(deployment: str, *, backend: str = "local", data: str | Path | None 
         raise unknown("retraining backend", backend, BACKENDS)
     with open_registry(db) as reg:
         return run(deployment, backend=backend, data=data, from_traffic=from_traffic, registry=reg, params=extra,
-                   heldout=heldout, floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run)
+                   heldout=heldout, floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run, progress=progress)

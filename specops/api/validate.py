@@ -16,8 +16,10 @@ from specops.checks.playbook import get_profile, load_checklist
 from specops.checks.run import validate
 from specops.checks.sources import Sources, default_sources
 from specops.checks.types import CheckResult, ValidationReport
+from specops.metrics import parse_duration
+from specops.models import status_word
 
-__all__ = ["gate", "report", "validate", "write_junit"]
+__all__ = ["gate", "parse_duration", "report", "status_word", "validate", "write_junit"]
 
 
 def report(deployment: str, out: str | Path | None = None, *, registry=None) -> Path:
@@ -43,7 +45,7 @@ def _gate_result(id_: str, description: str, kind: str, status: str, message: st
 
 def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "gpu-default",
          prometheus_url: str | None = None, baseline_endpoint: str | None = None, registry=None,
-         sources: Sources | None = None) -> list[ValidationReport]:
+         sources: Sources | None = None, progress=None) -> list[ValidationReport]:
     """Schema, capability and lineage checks of a deployment spec; with an endpoint, the deploy checklist."""
     from datetime import datetime, timezone
 
@@ -70,7 +72,7 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
     reports = [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
                                 finished_at=datetime.now(timezone.utc), results=results)]
     if endpoint or sources is not None:
-        src = sources or _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry)
+        src = sources or _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry, progress)
         reports.append(run_checklist(load_checklist("deploy"), profile, prof, src))
     return reports
 
@@ -157,7 +159,7 @@ def _registered_ref(reg, model: str, kind: str, spec, target_ref: str | None = N
                         f"set {kind}.ref: NAME@VERSION in the spec, or `{command}`")
 
 
-def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -> Sources:
+def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry, progress=None) -> Sources:
     """Sources for the deploy checklist in a gate: the registered deployment if any, else the spec."""
     from specops.checks.sources import endpoint_windows, http_complete, prometheus_windows
     from specops.errors import NotFoundError
@@ -165,7 +167,7 @@ def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -
 
     try:
         src = default_sources(spec.name, prometheus_url=prometheus_url, baseline_endpoint=baseline_endpoint,
-                              registry=registry)
+                              registry=registry, progress=progress)
         if endpoint:
             src.deployment["endpoint"] = endpoint
         return src
@@ -181,6 +183,6 @@ def _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry) -
              "argv_redacted": []}
     url = setting("prometheus_url", prometheus_url)
     windows = (prometheus_windows(str(url), [spec.name, spec.served_name()]) if url
-               else endpoint_windows(endpoint, spec.served_name()))
+               else endpoint_windows(endpoint, spec.served_name(), progress=progress))
     return Sources(deployment=facts, windows=windows, registry=registry, baseline_endpoint=baseline_endpoint,
                    complete=http_complete, bench_events=[])

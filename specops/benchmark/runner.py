@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from specops.benchmark.client import RequestResult, completion_body, plain_completion, stream_completion
 from specops.benchmark.crosscheck import crosscheck
 from specops.benchmark.procmem import process_memory
-from specops.benchmark.stats import percentile
+from specops.benchmark.stats import bootstrap_ratio_interval, percentile, speedup_verdict
 from specops.benchmark.types import ABComparison, BenchOptions, BenchResult, BenchTarget, RunResult
 from specops.benchmark.workloads import Workload, cap_to_context, load_workload
 from specops.engines.client import COMPLETIONS, MODELS, route
@@ -276,7 +276,12 @@ def compare(runs: list[RunResult]) -> list[ABComparison]:
             continue
         speedup = (base.tpot_p50_s / spec.tpot_p50_s) if (base.tpot_p50_s and spec.tpot_p50_s) else None
         ratio = (spec.tokens_per_s / base.tokens_per_s) if (spec.tokens_per_s and base.tokens_per_s) else None
+        interval = bootstrap_ratio_interval([r.tpot_s for r in base.request_results if r.ok],
+                                            [r.tpot_s for r in spec.request_results if r.ok], seed=c)
         out.append(ABComparison(concurrency=c, spec_tpot_p50_s=spec.tpot_p50_s, baseline_tpot_p50_s=base.tpot_p50_s,
-                              tpot_speedup=speedup, spec_tokens_per_s=spec.tokens_per_s,
+                              tpot_speedup=speedup, tpot_speedup_low=interval[0] if interval else None,
+                              tpot_speedup_high=interval[1] if interval else None,
+                              speedup_verdict=speedup_verdict(interval) if speedup is not None else None,
+                              spec_tokens_per_s=spec.tokens_per_s,
                               baseline_tokens_per_s=base.tokens_per_s, throughput_ratio=ratio))
     return out

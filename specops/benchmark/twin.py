@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from specops.engines.local import free_port
 from specops.errors import EngineError, InputError
+from specops.progress import Progress
 
 
 def twin_spec(spec, port: int):
@@ -27,7 +28,9 @@ def twin_spec(spec, port: int):
 
 
 @contextmanager
-def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) -> Iterator[tuple[str, int]]:
+def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None,
+                  progress: Progress | None = None) -> Iterator[tuple[str, int]]:
+    """Start the baseline twin, yield (url, pid), stop it; ``progress`` hears the start-up and stop waits."""
     from specops.engines import local
     from specops.engines.deploy import prepare
     from specops.engines.layout import DeploymentFolder
@@ -45,11 +48,15 @@ def baseline_twin(deployment: str, row, startup_timeout_s: float | None = None) 
     url = f"http://127.0.0.1:{spec.serve.port}"
     folder = DeploymentFolder.of(spec.name)
     started = local.start_engine(folder, argv, env, endpoint=url, port=spec.serve.port,
-                                 timeout_s=startup_timeout_s or spec.local.startup_timeout_s)
+                                 timeout_s=startup_timeout_s or spec.local.startup_timeout_s, progress=progress)
+    if progress:
+        progress(f"baseline engine (speculation off) ready at {url}")
     try:
         yield url, started.pid
     finally:
-        local.stop_group(started.pid, started.start_time, grace_s=30)
+        if progress:
+            progress("stopping the baseline engine (up to 30s)")
+        local.stop_group(started.pid, started.start_time, grace_s=30, progress=progress)
         folder.forget_engine()
         local.remove_tmpdir_link(folder.root)
 

@@ -100,6 +100,12 @@ class ABComparison(_Strict):
     spec_tpot_p50_s: float | None
     baseline_tpot_p50_s: float | None
     tpot_speedup: float | None = Field(None, description="baseline TPOT / spec TPOT (> 1: speculation helps).")
+    tpot_speedup_low: float | None = Field(None, description="Low end of the 95% bootstrap interval of the TPOT "
+                                           "speedup, from the per-request TPOTs of both runs (None: too few).")
+    tpot_speedup_high: float | None = Field(None, description="High end of that interval.")
+    speedup_verdict: Literal["faster", "slower", "too few requests to tell"] | None = Field(
+        None, description="faster / slower: the whole interval is above / below 1; too few requests to tell: it "
+        "spans 1 (or either run had fewer than 3 requests with a TPOT) - not a speedup.")
     spec_tokens_per_s: float | None
     baseline_tokens_per_s: float | None
     throughput_ratio: float | None = Field(None, description="spec tokens/s / baseline tokens/s.")

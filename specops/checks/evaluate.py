@@ -23,8 +23,10 @@ class Outcome:
     """What a kind evaluator returns: observed value, pass/fail, words, evidence."""
 
     def __init__(self, observed, ok: bool, message: str, evidence: dict | None = None,
-                 threshold: float | None = None, threshold_source: str | None = None, fix: str | None = None):
+                 threshold: float | None = None, threshold_source: str | None = None, fix: str | None = None,
+                 warn: bool = False):
         self.observed, self.ok, self.message = observed, ok, message
+        self.warn = warn  # passed, with something to watch for (shown as warn, never as a failure)
         self.fix = fix  # a fix specific to this finding (default: the checklist's)
         self.evidence = evidence or {}
         self.threshold, self.threshold_source = threshold, threshold_source
@@ -55,7 +57,7 @@ def evaluate(check: Check, profile_name: str, profile: Profile, sources: Sources
     except Exception as exc:  # noqa: BLE001 - fail closed on anything unexpected
         return CheckResult(**base, status="error", message=f"could not evaluate: {exc.__class__.__name__}: {exc}",
                            fix="re-run with SPECOPS_DEBUG=1 and report it", seconds=time.monotonic() - t0)
-    return CheckResult(**base, status="pass" if out.ok else "fail", message=out.message,
+    return CheckResult(**base, status=("warn" if out.warn else "pass") if out.ok else "fail", message=out.message,
                        fix=None if out.ok else (out.fix or check.fix), observed=out.observed, threshold=out.threshold,
                        threshold_source=out.threshold_source, evidence=out.evidence, seconds=time.monotonic() - t0)
 
@@ -170,6 +172,12 @@ def _benchmark(check: Check, profile: Profile, sources: Sources) -> Outcome:
     if not speedups:
         raise Unevaluable(f"the latest benchmark of {name} has no baseline comparison",
                           f"re-run `specops bench --deployment {name}` with --baseline-endpoint")
+    unsure = [c["concurrency"] for c in data.get("comparisons") or []
+              if c.get("speedup_verdict") == "too few requests to tell"]
+    if unsure:  # fail closed: a speedup whose interval spans 1 is no evidence either way
+        raise Unevaluable(f"the latest benchmark of {name} had too few requests to tell speculation on from off at "
+                          f"concurrency {', '.join(map(str, unsure))} (its 95% interval spans 1x)",
+                          f"re-run `specops bench --deployment {name}` with more --requests")
     observed = statistic([s for _, s in speedups], check.statistic)
     return _compare(check, observed, profile, sources, f"{check.statistic} TPOT speedup over concurrency "
                     + ",".join(str(c) for c, _ in speedups), {"by_concurrency": dict(speedups)})
@@ -238,7 +246,8 @@ def _known_bugs(sources: Sources) -> Outcome:
     status, message, fix, evidence = recorded_findings(d, target_source=source, target_model_type=model_type)
     if status == "error":
         raise Unevaluable(message.removeprefix("could not evaluate: "), fix or "")
-    return Outcome(status == "pass", status == "pass", message, evidence, fix=fix)
+    ok = status in ("pass", "warn")
+    return Outcome(ok, ok, message, evidence, fix=fix, warn=status == "warn")
 
 
 # --- output equality ------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from specops.checks.svg import grouped_bars, line_chart
+from specops.models import status_word
 
-STATUS_COLOR = {"pass": "#16a34a", "fail": "#dc2626", "error": "#b45309", "skipped": "#6b7280"}
+STATUS_COLOR = {"pass": "#16a34a", "warn": "#ca8a04", "fail": "#dc2626", "error": "#b45309", "skipped": "#6b7280"}
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#111827;max-width:1180px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}.plots{display:flex;flex-wrap:wrap;gap:16px}
 table{border-collapse:collapse;width:100%;font-size:13px}td,th{border:1px solid #e5e7eb;padding:5px 8px;
@@ -74,7 +75,7 @@ def _table(results: list[dict]) -> str:
         st = r.get("status", "?")
         fix = f"<br><i>To fix:</i> {escape(r['fix'])}" if r.get("fix") and st != "pass" else ""
         rows.append(f"<tr><td><span class=\"st\" style=\"background:{STATUS_COLOR.get(st, '#6b7280')}\">"
-                    f"{escape(st)}</span></td><td><b>{escape(r.get('id', ''))}</b><br>{escape(r.get('description', ''))}"
+                    f"{escape(status_word(st))}</span></td><td><b>{escape(r.get('id', ''))}</b><br>{escape(r.get('description', ''))}"
                     f"</td><td>{escape(r.get('severity', ''))}</td><td>{escape(r.get('kind', ''))}</td>"
                     f"<td>{escape(r.get('message', ''))}{fix}</td><td>{escape(r.get('source', ''))}</td></tr>")
     return "\n".join(rows + ["</table>"])

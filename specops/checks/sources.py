@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from specops.errors import InputError, MeasurementError
+from specops.progress import Progress, waiting
 
 Windows = Callable[[float, int], list]  # (window_s, count) -> list[specops.metrics.Measurement]
 Complete = Callable[[str, str | None, list[str], int, dict], list[dict]]
@@ -77,16 +78,23 @@ def prometheus_windows(url: str | None, groups: list[str], *, end: Callable[[], 
     return windows
 
 
-def endpoint_windows(endpoint: str, served_name: str | None, sleep=time.sleep) -> Windows:
-    """Without Prometheus: scrape ``/metrics`` ``count + 1`` times over ``window_s`` seconds (live)."""
+def endpoint_windows(endpoint: str, served_name: str | None, sleep=time.sleep,
+                     progress: Progress | None = None) -> Windows:
+    """Without Prometheus: scrape ``/metrics`` ``count + 1`` times over ``window_s`` seconds (live). A
+    sample longer than a few seconds reports each sub-window to ``progress`` with the time left."""
     from specops.metrics import delta, pick_group, scrape
 
     def windows(window_s: float, count: int) -> list:
         snaps = [scrape(endpoint)]
         group = pick_group(snaps[0], served_name)
-        for _ in range(count):
-            sleep(window_s / count)
+        step = window_s / count
+        for i in range(count):
+            if progress and window_s >= 5:
+                progress(waiting(f"{endpoint}/metrics samples (window {i + 1} of {count})", i * step, window_s))
+            sleep(step)
             snaps.append(scrape(endpoint))
+        if progress and window_s >= 5:
+            progress(f"sampled {endpoint}/metrics for {window_s:g}s ({count} windows)")
         return [delta(a, b, group) for a, b in zip(snaps, snaps[1:], strict=False)]
     return windows
 
@@ -170,7 +178,7 @@ def bench_events(registry: Any, deployment: str) -> list[dict]:
 
 
 def default_sources(deployment: str, *, prometheus_url: str | None = None, baseline_endpoint: str | None = None,
-                    registry: Any = None) -> Sources:
+                    registry: Any = None, progress: Progress | None = None) -> Sources:
     """Real sources for a registered deployment."""
     from specops.registry import open_registry
     from specops.settings import setting
@@ -181,7 +189,7 @@ def default_sources(deployment: str, *, prometheus_url: str | None = None, basel
     if url:
         windows = prometheus_windows(str(url), [deployment, facts.get("served_model_name") or ""])
     elif facts.get("endpoint"):
-        windows = endpoint_windows(facts["endpoint"], facts.get("served_model_name"))
+        windows = endpoint_windows(facts["endpoint"], facts.get("served_model_name"), progress=progress)
     else:
         windows = None
     baseline = baseline_endpoint or (facts.get("labels") or {}).get("baseline_endpoint")

@@ -18,7 +18,10 @@ from specops.models import Strict
 
 Kind = Literal["metric", "benchmark", "lineage", "config", "output_equality", "record"]
 Op = Literal[">", ">=", "<", "<=", "=="]
-Status = Literal["pass", "fail", "error", "skipped"]
+Status = Literal["pass", "warn", "fail", "error", "skipped"]
+"""A check's outcome (not its severity): pass; warn (passed, with something named to watch for); fail;
+error = could not evaluate (never a pass); skipped (by the profile). Shown to people with
+:func:`specops.models.status_word`."""
 CheckSeverity = Literal["error", "warning", "info"]
 Statistic = Literal["p50", "p5", "mean", "min", "latest"]
 
@@ -182,7 +185,8 @@ class CheckResult(_Strict):
     kind: Kind
     severity: CheckSeverity
     source: str
-    status: Status = Field(description="pass, fail, error (could not evaluate) or skipped (by the profile).")
+    status: Status = Field(description="pass, warn (passed; something to watch for), fail, error (could not "
+                           "evaluate) or skipped (by the profile).")
     message: str = Field(description="What was observed, in words.")
     fix: str | None = Field(None, description="`To fix:` text for fail/error/skipped.")
     observed: float | bool | None = Field(None, description="The number (or yes/no) observed.")
@@ -195,8 +199,8 @@ class CheckResult(_Strict):
     def to_finding(self):
         from specops.models import Finding
 
-        severity = "info" if self.status in ("pass", "skipped") else ("error" if self.status == "error"
-                                                                      else self.severity)
+        severity = ("info" if self.status in ("pass", "skipped") else "warning" if self.status == "warn"
+                    else "error" if self.status == "error" else self.severity)
         return Finding(code=self.id, severity=severity, message=f"{self.status}: {self.message}", fix=self.fix,
                        evidence={"status": self.status, "kind": self.kind, "observed": self.observed,
                                  "threshold": self.threshold, "op": self.op,
@@ -225,7 +229,7 @@ class ValidationReport(_Strict):
             return 1
         if any(r.status == "error" for r in self.results):
             return 2
-        if not any(r.status in ("pass", "fail") for r in self.results):
+        if not any(r.status in ("pass", "warn", "fail") for r in self.results):
             return 2
         return 0
 
@@ -239,7 +243,7 @@ class ValidationReport(_Strict):
         return self.exit_code == 0
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
+        out = {"pass": 0, "warn": 0, "fail": 0, "error": 0, "skipped": 0}
         for r in self.results:
             out[r.status] += 1
         return out

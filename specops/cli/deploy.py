@@ -1,14 +1,15 @@
 """`specops deploy SPEC`, `status`, `logs`, `stop`, `restart`: a deployment's life.
 
 Exit codes: 0 ok; 1 the lineage gate found the pair incompatible; 2 bad spec, port in use, an engine
-that exited during start-up (with the last lines of its log). Only typer and the stdlib are imported
+that exited during start-up (with the last lines of its log). ``status``: 0 every deployment that should
+be serving answered; 1 some did not (each named on stderr); 2 nothing to check (no deployments, or all
+stopped) or an unknown name. Only typer and the stdlib are imported
 here; specops.api.deploy is imported inside each command.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Optional
 
 import typer
@@ -24,20 +25,10 @@ def register(app: typer.Typer) -> None:
     app.command("restart")(restart_command)
 
 
-_last = {"t": 0.0, "waiting": False}
-
-
 def _progress(msg: str) -> None:
-    """One updating line on a terminal; a line every 30 s of waiting otherwise (logs, CI)."""
-    waiting = msg.startswith("waiting for")
-    if sys.stderr.isatty():
-        sys.stderr.write(("\r" if waiting and _last["waiting"] else "\n" if _last["waiting"] else "") + f"  … {msg}"
-                         + ("" if waiting else "\n"))
-        sys.stderr.flush()
-    elif not waiting or time.monotonic() - _last["t"] >= 30:
-        typer.echo(f"  … {msg}", err=True)
-        _last["t"] = time.monotonic()
-    _last["waiting"] = waiting
+    from specops.cli.output import progress
+
+    progress(msg)
 
 
 def deploy_command(
@@ -116,14 +107,17 @@ def status_command(
 
     Example: specops status tiny
     """
-    from specops.api.deploy import status
-    from specops.cli.output import emit
+    from specops.api.deploy import status, status_exit_code
+    from specops.cli.output import check_format, emit
 
+    check_format(output)
     rows = status(name)
-    if not rows and output == "table":
-        typer.echo("no deployments yet: `specops deploy SPEC`")
-        return
-    emit(rows, output, _status_table)
+    code, lines = status_exit_code(rows)
+    if rows or output != "table":
+        emit(rows, output, _status_table)
+    for line in lines:
+        typer.echo(line, err=True)
+    raise typer.Exit(code)
 
 
 def logs_command(

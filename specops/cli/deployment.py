@@ -39,7 +39,8 @@ def register_command(
                        api_key_env=api_key_env, check=check, db=db)
 
     def show(r) -> None:
-        typer.echo(f"adopted {r.name}: {r.endpoint} serving {r.served_model_name}"
+        serving = f"serving {r.served_model_name}" if r.served_model_name else "served model name not recorded"
+        typer.echo(f"adopted {r.name}: {r.endpoint} {serving}"
                    + (f", γ={r.num_speculative_tokens}" if r.num_speculative_tokens else ""))
         for n in notes:
             typer.echo(f"note: {n}")

@@ -42,7 +42,9 @@ def heal(
     from specops.cli.output import check_format, emit
 
     check_format(output, ("table", "json"))
-    progress = (lambda m: typer.echo(f"  … {m}", err=True)) if output == "table" else None
+    from specops.cli.output import progress as show
+
+    progress = show if output == "table" else None
     outcome = run(deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout, min_gain=min_gain,
                   floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run, reason=reason, db=db,
                   progress=progress)

@@ -9,7 +9,9 @@ import typer
 
 
 def _progress(message: str) -> None:
-    typer.echo(message, err=True)
+    from specops.cli.output import progress
+
+    progress(message)
 
 
 def register(app: typer.Typer) -> None:

@@ -98,6 +98,7 @@ def bench_command(
 
     from specops.api.measure import bench_deployment
     from specops.cli.output import check_format, check_writable, console, dumps, emit, versioned
+    from specops.cli.output import progress as say
 
     check_format(output, ("table", "json"))
     if save:
@@ -108,7 +109,7 @@ def bench_command(
             baseline_endpoint=baseline_endpoint, baseline_served_name=baseline_served_name, baseline=baseline,
             workload=workload, concurrency=concurrency, requests=requests, rate=rate,
             stress_factor=stress_factor, max_tokens=max_tokens, seed=seed, window=window, warmup=warmup,
-            engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress)
+            engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress, say=say)
     emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
         try:
@@ -125,25 +126,48 @@ def bench_command(
 
 
 class _progress:
-    """A rich progress bar on stderr, fed by the library's progress callback."""
+    """A rich progress bar on stderr on a terminal (with the estimated time left), fed by the library's
+    progress callback; without a terminal, plain lines through specops.cli.output.progress."""
 
     def __enter__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        import time
+
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         from specops.cli.output import console
 
         err = console(stderr=True)
-        self._bar = Progress("bench", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                             transient=True, disable=not err.is_terminal)  # no bar in pipes and logs
+        self._plain = not err.is_terminal
+        self._bar = Progress("bench", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), "left",
+                             TimeRemainingColumn(), console=err, transient=True,
+                             disable=self._plain)  # no bar in pipes and logs
         self._bar.__enter__()
         self._task = self._bar.add_task("requests", total=None)
+        self._done, self._total, self._t0 = 0, 0, time.monotonic()
         return self
 
     def __call__(self, event: str, amount: int) -> None:
+        import time
+
         if event == "total":
             self._bar.update(self._task, total=amount)
+            self._total = amount
         else:
             self._bar.advance(self._task, amount)
+            self._done += amount
+        if self._plain and self._total and self._done:
+            from specops.api.measure import waiting
+            from specops.cli.output import progress
+
+            spent = time.monotonic() - self._t0
+            progress(waiting(f"bench requests ({self._done} of {self._total})", spent,
+                             spent * self._total / self._done))
 
     def __exit__(self, *exc):
         self._bar.__exit__(*exc)
@@ -168,12 +192,22 @@ def _bench_table(result) -> None:
     out.print(t)
     if result.comparisons:
         c = Table(title="speculation on vs off")
-        for col in ("conc", "TPOT speedup (base/spec)", "tokens/s spec", "tokens/s base", "throughput ratio"):
-            c.add_column(col, justify="right")
+        for col in ("conc", "TPOT speedup (base/spec)", "95% interval", "verdict", "tokens/s spec", "tokens/s base",
+                    "throughput ratio"):
+            c.add_column(col, justify="left" if col == "verdict" else "right")
         for cmp in result.comparisons:
-            c.add_row(str(cmp.concurrency), _fmt(cmp.tpot_speedup, ".2f", "x"), _fmt(cmp.spec_tokens_per_s, ".1f"),
-                      _fmt(cmp.baseline_tokens_per_s, ".1f"), _fmt(cmp.throughput_ratio, ".2f", "x"))
+            interval = ("-" if cmp.tpot_speedup_low is None else
+                        f"{cmp.tpot_speedup_low:.2f}–{cmp.tpot_speedup_high:.2f}x")
+            c.add_row(str(cmp.concurrency), _fmt(cmp.tpot_speedup, ".2f", "x"), interval, cmp.speedup_verdict or "-",
+                      _fmt(cmp.spec_tokens_per_s, ".1f"), _fmt(cmp.baseline_tokens_per_s, ".1f"),
+                      _fmt(cmp.throughput_ratio, ".2f", "x"))
         out.print(c)
+        out.print("95% interval: bootstrap of the ratio of median per-request TPOTs (2000 resamples of each run's "
+                  "requests)")
+        unsure = [cmp.concurrency for cmp in result.comparisons if cmp.speedup_verdict == "too few requests to tell"]
+        if unsure:
+            out.print(f"note: at concurrency {', '.join(map(str, unsure))} the interval spans 1x: too few requests "
+                      "to tell speculation on from off. To fix: re-run with more --requests.")
     memory = {}
     for r in result.runs:
         for p in r.crosscheck.problems:

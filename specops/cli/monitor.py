@@ -1,7 +1,8 @@
 """`specops monitor` (the drift control loop, or one cycle with --once) and `specops runbook list|show|run`.
 
-Exit codes of `monitor --once`: 0 the cycle saw every deployment; 2 it could not see some (each is
-named on stderr) or the source failed. The loop itself runs until interrupted (130). `runbook run`
+Exit codes of `monitor --once`: 0 the cycle saw every deployment (at least one); 2 it could not see
+some (each is named on stderr), the source failed, or there was nothing to watch (an empty registry,
+or the wrong one). The loop itself runs until interrupted (130). `runbook run`
 exits 0 when every step ran (whatever it found), 2 when a step could not evaluate (engine down, no
 traffic, no baseline, nothing recorded to compare) or on bad input. Only typer and the stdlib are imported here.
 
@@ -28,7 +29,7 @@ def register(app: typer.Typer) -> None:
 
 def monitor(
     once: bool = typer.Option(False, "--once", help="Run one cycle and exit (cron / Kubernetes CronJob): "
-                              "0 saw everything, 2 could not see some deployment."),
+                              "0 saw everything, 2 could not see some deployment or had nothing to watch."),
     interval: Optional[float] = typer.Option(None, "--interval", help="Seconds between cycles, also the "
                                              "measurement window (default 60; SPECOPS_INTERVAL)."),
     prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Prometheus base URL "
@@ -76,6 +77,8 @@ def _show(report, output: str) -> None:
         typer.echo(json.dumps(versioned(report), allow_nan=False))
     else:
         _table(report)
+    if report.outcome == "idle" and report.error:
+        typer.echo(f"error: {report.error}", err=True)
     for name, why in report.unseen.items():
         typer.echo(f"unseen: {name}: {why}", err=True)
     for name, why in report.not_watched.items():
@@ -89,8 +92,8 @@ def _table(r) -> None:
     when = time.strftime("%H:%M:%S", time.localtime(r.at))
     q = f", {r.queries} queries" if r.queries is not None else ""
     echo(f"{when} cycle {r.outcome}: {len(r.seen)} seen, {len(r.unseen)} unseen, {len(r.not_watched)} not watched "
-         f"({r.duration_s:.2f}s{q})")
-    if r.error:
+         f"({r.duration_s:.2f}s{q}) -> {r.verdict}")
+    if r.error and r.outcome != "idle":  # idle: said on stderr (the _show above)
         echo(f"  source: {r.error}" + (f"; retry in {r.retry_in_s:.0f}s" if r.retry_in_s else ""))
     for f in r.findings:
         if f.code != "DEPLOYMENT_UNSEEN":
@@ -139,20 +142,22 @@ def runbook_run(
 ) -> None:
     """Run a runbook's diagnostic steps on a deployment; print findings and the recommended next action."""
     from specops.api.monitor import run_runbook
-    from specops.cli.output import check_format, emit
+    from specops.cli.output import check_format, emit, progress
 
     check_format(output)
     result = run_runbook(name, deployment, allow_restart=allow_restart, prometheus_url=prometheus_url, db=db,
-                         progress=lambda m: typer.echo(m, err=True))
+                         progress=progress)
     emit(result, output, _runbook_table)
     raise typer.Exit(result.exit_code)
 
 
 def _runbook_table(r) -> None:
+    from specops.api.monitor import status_word
+
     echo = typer.echo
     echo(f"runbook {r.runbook} on {r.deployment}")
     for i, s in enumerate(r.steps, 1):
-        status = "could not evaluate" if s.status == "error" else s.status
+        status = status_word(s.status)
         echo(f"{i}. {s.title} [{status}]" + (f" - {s.detail}" if s.detail else ""))
         for f in s.findings:
             echo(f"   {f.one_line()}")

@@ -97,3 +97,28 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     return Console(stderr=stderr)
+
+
+_last = {"t": 0.0, "waiting": False}
+QUIET_PLAIN_S = 10.0
+"""Without a terminal, a repeated "waiting for ..." line is printed at most this often (logs, CI)."""
+
+
+def progress(msg: str) -> None:
+    """The one progress display of the CLI (deploy, restart, stop, validate, bench, promote): messages go
+    to stderr; "waiting for ..." messages (which carry the time left) update one line in place on a
+    terminal, and without one are printed when they start and then every QUIET_PLAIN_S seconds; others are
+    printed as they come."""
+    import time
+
+    waiting = msg.startswith("waiting for")
+    if sys.stderr.isatty():
+        sys.stderr.write(("\r\033[K" if waiting and _last["waiting"] else "\n" if _last["waiting"] else "")
+                         + f"  … {msg}" + ("" if waiting else "\n"))
+        sys.stderr.flush()
+    elif not waiting or not _last["waiting"] or time.monotonic() - _last["t"] >= QUIET_PLAIN_S:
+        sys.stderr.write(f"  … {msg}\n")
+        sys.stderr.flush()
+        _last["t"] = time.monotonic()
+    _last["waiting"] = waiting
+

@@ -35,10 +35,12 @@ def retrain(
 ) -> None:
     """Retrain the draft of a deployment from recent prompts, register it, and check it on held-out prompts."""
     from specops.api.retrain import retrain as run
-    from specops.cli.output import emit
+    from specops.cli.output import check_format, emit, progress
 
+    check_format(output)
     outcome = run(deployment, backend=backend, data=data, from_traffic=from_traffic, params=params, heldout=heldout,
-                  floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run, db=db)
+                  floor=floor, min_gain=min_gain, reason=reason, dry_run=dry_run, db=db,
+                  progress=progress if output == "table" else None)
     emit(outcome, output, _table)
 
 

@@ -13,21 +13,23 @@ import typer
 def _table(reports) -> None:
     from rich.table import Table
 
+    from specops.api.validate import status_word
     from specops.cli.output import console
 
     out = console()
-    colors = {"pass": "green", "fail": "red", "error": "yellow", "skipped": "dim"}
+    colors = {"pass": "green", "warn": "yellow", "fail": "red", "could not evaluate": "magenta", "skipped": "dim"}
     for rep in reports:
         t = Table(title=f"{rep.checklist} · {rep.deployment} · profile {rep.profile}", show_lines=False)
         for col in ("status", "check", "severity", "result"):
             t.add_column(col, overflow="fold")
+        words = {w: 0 for w in colors}
         for r in rep.results:
+            word = status_word(r.status, r.severity)
+            words[word] += 1
             text = r.message + (f" To fix: {r.fix}" if r.fix and r.status != "pass" else "")
-            t.add_row(f"[{colors[r.status]}]{r.status}[/]", r.id, r.severity, text)
+            t.add_row(f"[{colors[word]}]{word}[/]", r.id, r.severity, text)
         out.print(t)
-        c = rep.counts()
-        out.print(f"{c['pass']} passed, {c['fail']} failed, {c['error']} could not be evaluated, "
-                  f"{c['skipped']} skipped -> exit {rep.exit_code}")
+        out.print(", ".join(f"{n} {w}" for w, n in words.items()) + f" -> {rep.verdict} (exit {rep.exit_code})")
 
 
 def _check_outputs(fmt: str, junit: str | None) -> None:
@@ -64,13 +66,18 @@ def register(app: typer.Typer) -> None:
                                                 "without one, /metrics is sampled live)."),
         baseline_endpoint: str = typer.Option(None, "--baseline-endpoint",
                                               help="The same target served without speculation (lossless check)."),
+        window: str = typer.Option(None, "--window", help="Read this much metrics history instead of the "
+                                   "profile's (e.g. 30s, 2m; at least 5s, at most the profile's window): a shorter "
+                                   "live sample of /metrics."),
     ) -> None:
         """Run a checklist against a deployment; exit 0 pass, 1 a check failed, 2 could not evaluate."""
-        from specops.api.validate import validate
+        from specops.api.validate import parse_duration, validate
+        from specops.cli.output import progress
 
         _check_outputs(output, junit)  # before the run is recorded
+        window_s = parse_duration(window) if window is not None else None
         report = validate(checklist, deployment, profile=profile, prometheus_url=prometheus_url,
-                          baseline_endpoint=baseline_endpoint)
+                          baseline_endpoint=baseline_endpoint, window_s=window_s, progress=progress)
         _finish([report], output, junit)
 
     @app.command("gate")
@@ -86,10 +93,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """CI gate for a deployment spec: schema, vLLM capabilities, lineage, and with --endpoint the deploy checklist."""
         from specops.api.validate import gate
+        from specops.cli.output import progress
 
         _check_outputs(output, junit)
         reports = gate(spec, endpoint=endpoint, profile=profile, prometheus_url=prometheus_url,
-                       baseline_endpoint=baseline_endpoint)
+                       baseline_endpoint=baseline_endpoint, progress=progress)
         _finish(reports, output, junit)
 
     @app.command("report")

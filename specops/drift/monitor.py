@@ -124,8 +124,9 @@ class CycleReport(Strict):
 
     at: float = Field(description="Cycle start (epoch seconds).")
     duration_s: float = Field(0.0, description="Cycle duration (monotonic clock).")
-    outcome: Literal["ok", "partial", "retry", "fatal"] = Field(
-        description="ok: saw everything; partial: some deployments unseen; retry: the source failed; fatal.")
+    outcome: Literal["ok", "idle", "partial", "retry", "fatal"] = Field(
+        description="ok: saw everything; idle: nothing to watch (no deployment that speculates); partial: some "
+        "deployments unseen; retry: the source failed; fatal.")
     seen: list[str] = Field(default_factory=list)
     unseen: dict[str, str] = Field(default_factory=dict, description="Deployment -> why it was not seen.")
     not_watched: dict[str, str] = Field(default_factory=dict, description="Registered deployments deliberately "
@@ -134,7 +135,7 @@ class CycleReport(Strict):
     proposals: list[GammaProposal] = Field(default_factory=list)
     actions: list[ActionRecord] = Field(default_factory=list)
     retry_in_s: float | None = Field(None, description="When the loop will try again after a failed cycle.")
-    error: str | None = Field(None, description="Why the cycle failed.")
+    error: str | None = Field(None, description="Why the cycle failed (or, when idle, why nothing was watched).")
     queries: int | None = Field(None, description="Queries the source made, when it counts them.")
     notes: list[str] = Field(default_factory=list, description="Other things worth saying (baselines recorded).")
     leader: bool = Field(True, description="Whether this replica led (held the leader lease, or needs none); "
@@ -142,8 +143,15 @@ class CycleReport(Strict):
 
     @property
     def exit_code(self) -> int:
-        """For ``--once``: 0 when everything was seen, 2 otherwise."""
+        """For ``--once``: 0 when everything was seen (at least one deployment); 2 otherwise, including a
+        cycle that watched nothing (an empty registry, or the wrong one, is never a success)."""
         return 0 if self.outcome == "ok" else 2
+
+    @property
+    def verdict(self) -> str:
+        """The exit code in the shared status words: pass (saw every watched deployment; drift it found is in
+        ``findings``) or could not evaluate (something unseen, the source failed, or nothing watched)."""
+        return "pass" if self.exit_code == 0 else "could not evaluate"
 
 
 class Monitor:
@@ -249,6 +257,8 @@ class Monitor:
             report.actions += self._act(at, name, findings)
         if report.unseen:
             report.outcome = "partial"
+        elif not names:
+            report.outcome = "idle"
         return self._finish(report, t0)
 
     def _act(self, at: float, name: str, findings: list[Finding]) -> list[ActionRecord]:
@@ -277,7 +287,7 @@ class Monitor:
         m.cycle_seconds.observe(report.duration_s)
         m.cycles.labels(report.outcome).inc()
         m.unseen.set(len(report.unseen))
-        if report.outcome in ("ok", "partial"):
+        if report.outcome in ("ok", "idle", "partial"):  # the loop works; --once still exits 2 when idle
             m.last_good.set(self.clock.now())
         return report
 

@@ -98,8 +98,16 @@ class Watcher:
         report.not_watched.update(self.ignored)
         if self.skipped:  # rows that could not be watched are unseen, named with why (exit 2 for --once)
             report.unseen.update(self.skipped)
-            if report.outcome == "ok":
+            if report.outcome in ("ok", "idle"):
                 report.outcome = "partial"
+        if report.outcome == "idle":
+            from specops.registry.db import redact_url
+
+            where = redact_url(str(getattr(self.reg, "url", "") or "the registry"))
+            report.error = (f"nothing to watch: {where} holds no deployment that speculates"
+                            + (f" ({len(self.ignored)} not watched)" if self.ignored else "")
+                            + ". To fix: point --db / SPECOPS_HOME at the registry your deployments are in, or "
+                            "register one (`specops deployment register NAME --endpoint URL --method METHOD`)")
         if wait_store or self.options.record_baseline:
             report.notes += [f"windows not stored: {e}" for e in self.recording.flush()]
         if self.options.record_baseline and report.leader and report.outcome in ("ok", "partial"):

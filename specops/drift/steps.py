@@ -286,9 +286,15 @@ class RegistrySteps:
         before = self.observation(deployment)
         a0 = before.total.alpha if before.total else None
         restart(deployment, registry=self.reg, progress=self.progress)
-        deadline = self.now() + self.probe_wait_s
+        t0 = self.now()
+        deadline = t0 + self.probe_wait_s
         obs = None
         while self.now() < deadline:
+            if self.progress:
+                from specops.progress import waiting
+
+                self.progress(waiting(f"{self.min_drafts:g} drafts on the restarted {deployment}", self.now() - t0,
+                                      self.probe_wait_s))
             self.sleep(10)
             obs = self.observation(deployment, fresh=True)
             if obs.total is not None and obs.total.drafts >= self.min_drafts:

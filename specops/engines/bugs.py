@@ -198,7 +198,8 @@ def known_bugs(cfg: LaunchConfig, table: CapabilityTable | None = None, *, vocab
 
 
 def spec_findings(cfg: LaunchConfig, table: CapabilityTable | None = None) -> tuple[str, str, str | None]:
-    """The gate's verdict on a launch as written (before mitigations): (status, message, fix)."""
+    """The gate's verdict on a launch as written (before mitigations): (status pass|warn|fail|error, message,
+    fix)."""
     from specops.errors import SpecopsError
 
     try:
@@ -220,8 +221,30 @@ def spec_findings(cfg: LaunchConfig, table: CapabilityTable | None = None) -> tu
         fix = ("set target.architecture: dense|moe|hybrid|sliding_window in the spec" if "architecture" in keys
                else f"state {', '.join(keys)} explicitly in engine.extra_args")
         return ("error", "could not evaluate: " + "; ".join(f.message().split(". ")[0] for f in blind), fix)
-    shown = [f.message().split(". ")[0] for f in findings]
-    return "pass", ("no known bug applies" if not shown else "known bugs handled: " + "; ".join(shown)), None
+    return (*handled_or_watched(findings, "no known bug applies"), None)
+
+
+def handled_or_watched(findings: list[BugFinding], none: str) -> tuple[str, str]:
+    """The verdict when no row refuses, lacks a mitigation or cannot be told: "pass" with the rows whose
+    mitigation is in place ("known bugs handled"), or "warn" when warning-only rows apply or may apply
+    (nothing to set; they are named to watch for, never counted as handled)."""
+    handled = [f for f in findings if f.status == "applies" and f.row.effect == "mitigate"]
+    watch = [f for f in findings if f not in handled]
+    parts = ([f"known bugs handled: {'; '.join(_short(f) for f in handled)}"] if handled else []) + \
+            ([f"warning-only known bugs to watch for (nothing to set): {'; '.join(_short(f) for f in watch)}"]
+             if watch else [])
+    return ("warn" if watch else "pass"), (" | ".join(parts) or none)
+
+
+def _short(f: BugFinding) -> str:
+    """A finding's first sentence, without a trailing "(vllm#N)" that repeats the issue its head names."""
+    import re
+
+    text = f.message().split(". ")[0]
+    issue = f.row.issue()
+    if issue and text.count(issue) > 1:
+        text = re.sub(rf"\s*\({re.escape(issue)}[^)]*\)\s*$", "", text)
+    return text
 
 
 # --- the target's architecture (config.json of a folder or of the Hugging Face cache) --------------
@@ -322,7 +345,7 @@ def recorded_architecture(engine_config: dict, argv: list[str], target_source: s
 def recorded_findings(deployment: dict, *, target_source: str | None = None, target_model_type: str | None = None,
                       table: CapabilityTable | None = None) -> tuple[str, str, str | None, dict]:
     """The known-bug verdict on a deployment as it was launched (its recorded argv, engine_config and
-    speculative config): (status pass|fail|error, message, fix, evidence). Nothing is re-rendered:
+    speculative config): (status pass|warn|fail|error, message, fix, evidence). Nothing is re-rendered:
     the recorded flags are what runs."""
     from specops.engines.argv import LaunchConfig
     from specops.errors import SpecopsError
@@ -378,6 +401,4 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
                "register-target PATH`) or deploy with target.architecture: dense|moe|hybrid|sliding_window"
                if "architecture" in keys else f"pass {', '.join(keys)} explicitly in the launch flags")
         return ("error", "could not evaluate: " + "; ".join(f.message().split(". ")[0] for f in blind), fix, evidence)
-    shown = [f.message().split(". ")[0] for f in findings]
-    return ("pass", f"no known bug applies to vLLM {version} {method}" if not shown else
-            "known bugs handled: " + "; ".join(shown), None, evidence)
+    return (*handled_or_watched(findings, f"no known bug applies to vLLM {version} {method}"), None, evidence)

@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from specops.errors import EngineError, InputError
+from specops.progress import waiting
 
 Progress = Callable[[str], None]
 SECRET_ENV = ("VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -314,7 +315,7 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, *, timeout_s: float, log
                               f"{last_lines(log_path)}",
                               f"raise local.startup_timeout_s or read {log_path}")
         if progress and waited - last_note >= 5:
-            progress(f"waiting for {base_url}/health ({waited:.0f}s of {timeout_s:.0f}s)")
+            progress(waiting(f"{base_url}/health", waited, timeout_s))
             last_note = waited
         time.sleep(poll_s)
 
@@ -336,11 +337,15 @@ def stop_group(pid: int, start_time: float | None, *, grace_s: float = 30.0,
         _reap(pid)
         return "not running"
     _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
+    t0 = time.monotonic()
+    deadline, noted = t0 + grace_s, t0
     while time.monotonic() < deadline:
         _reap(pid)
         if not group_members(pid):
             return "stopped"
+        if progress and time.monotonic() - noted >= 5:
+            noted = time.monotonic()
+            progress(waiting(f"the engine (pid {pid}) to exit after SIGTERM", noted - t0, grace_s))
         time.sleep(0.2)
     if progress:
         progress(f"still running after {grace_s:.0f}s: sending SIGKILL")

@@ -25,7 +25,7 @@ class DeploymentStatus(Strict):
     platform: str = Field(description="local or kubernetes.")
     status: str = Field(description="Registry status (pending/starting/running/stopped/failed/adopted).")
     process: str = Field(description="running, gone, or - (not a local process).")
-    health: str = Field(description="ok, unreachable, HTTP <code>, or -.")
+    health: str = Field(description="ok, unreachable, HTTP <code>, stopped (not probed), or - (nothing to probe).")
     uptime_s: float | None = Field(None, description="Seconds since the server process started.")
     endpoint: str | None = Field(None, description="Base URL.")
     method: str | None = Field(None, description="Speculative method.")
@@ -87,6 +87,10 @@ def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
         st = DeploymentStatus(name=row.name, platform=row.platform, status=row.status, process="-", health="-",
                               endpoint=row.endpoint, method=row.method,
                               num_speculative_tokens=row.num_speculative_tokens)
+        if row.status == "stopped":  # stopped on purpose: said so, never probed (and never "unreachable")
+            st.health = "stopped"
+            out.append(st)
+            continue
         pid, start = _identity(row) if row.platform == "local" else (None, None)
         probe = bool(row.endpoint)
         if pid:
@@ -116,6 +120,50 @@ def status(name: str | None = None, *, registry=None) -> list[DeploymentStatus]:
     return out
 
 
+def not_a_local_process(row, command: str) -> InputError:
+    """Why ``command`` (stop, restart) does not apply to ``row``, with the fix that fits where it runs:
+    an adopted engine is stopped where it runs (and forgotten with `deployment remove`); on Kubernetes a
+    canary is rolled back and a stable scaled down with kubectl."""
+    name = row.name
+    if row.status == "adopted" or row.platform == "external":
+        return InputError(f"deployment {name} was adopted (an engine not started by specops, at "
+                          f"{row.endpoint or 'its endpoint'}), so specops cannot {command} it",
+                          f"{command} it where it runs; then `specops deployment remove {name}` takes it off "
+                          "specops' watch (its history is kept)")
+    if row.platform == "kubernetes":
+        labels = row.labels or {}
+        ns = labels.get("namespace", "default")
+        if labels.get("canary_of"):
+            return InputError(f"deployment {name} is a Kubernetes canary of {labels['canary_of']}, not a local process",
+                              f"run `specops rollback {name}` to remove it (or `specops promote {name}`)")
+        kubectl = (f"kubectl rollout restart deployment/{name} -n {ns}" if command == "restart"
+                   else f"kubectl scale deployment/{name} -n {ns} --replicas=0")
+        return InputError(f"deployment {name} runs on Kubernetes (namespace {ns}), not as a local process",
+                          f"run `{kubectl}`")
+    return InputError(f"deployment {name} runs on {row.platform}, not as a local process",
+                      f"{command} it with the tools of {row.platform}")
+
+
+def status_exit_code(rows: list[DeploymentStatus]) -> tuple[int, list[str]]:
+    """The exit code of ``specops status`` and the lines that explain it: 0 every deployment that should be
+    serving answered its health check; 1 some did not (unreachable, an HTTP error, its process gone: each
+    named); 2 none should be serving (no deployments, or every one stopped or without an endpoint), so
+    nothing was checked - never a success."""
+    expected = [r for r in rows if r.health != "stopped" and (r.endpoint or r.process != "-")]
+    if not expected:
+        why = ("no deployments in this registry" if not rows else
+               "every deployment is stopped or has no endpoint to probe")
+        return 2, [f"nothing checked: {why}. To fix: deploy one (`specops deploy SPEC`) or adopt one "
+                   "(`specops deployment register NAME --endpoint URL`); check SPECOPS_HOME / SPECOPS_DB "
+                   "point at the right registry"]
+    down = [r for r in expected if r.health != "ok"]
+
+    def why(r: DeploymentStatus) -> str:
+        return "process gone" if r.process == "gone" else "no endpoint to probe" if r.health == "-" else r.health
+
+    return (1 if down else 0), [f"{r.name}: not healthy ({why(r)})" for r in down]
+
+
 def saved_spec(name: str, registry) -> tuple[object, Path] | None:
     """The spec ``name`` was deployed from and where it is saved: the deployment folder's spec.yaml, else
     (a monitor in the cluster has no folder) the spec a Kubernetes deploy recorded in the registry, written
@@ -134,11 +182,23 @@ def saved_spec(name: str, registry) -> tuple[object, Path] | None:
     return None
 
 
-def log_path(name: str) -> Path:
+def log_path(name: str, *, registry=None) -> Path:
+    """The engine log of a local deployment specops started; otherwise a NotFoundError whose fix fits the
+    deployment: unknown (did you mean), adopted (its log is where it runs), Kubernetes (kubectl logs)."""
     p = DeploymentFolder.of(name).log
-    if not p.is_file():
-        raise NotFoundError(f"deployment {name} has no engine log", "deploy it first with `specops deploy SPEC`")
-    return p
+    if p.is_file():
+        return p
+    row = _open(registry).get_deployment(name)  # an unknown name: "unknown deployment", with did-you-mean
+    if row.platform == "kubernetes":
+        ns = (row.labels or {}).get("namespace", "default")
+        raise NotFoundError(f"deployment {name} runs on Kubernetes: its engine log is the pod's",
+                            f"run `kubectl logs deployment/{name} -n {ns}`")
+    if row.status == "adopted":
+        raise NotFoundError(f"deployment {name} was adopted (not started by specops), so specops has no engine "
+                            "log for it", f"read the log where the engine at {row.endpoint or 'its endpoint'} runs")
+    raise NotFoundError(f"deployment {name} has no engine log ({row.status})",
+                        f"start it with `specops restart {name}`" if DeploymentFolder.of(name).spec.is_file()
+                        else "deploy it with `specops deploy SPEC`")
 
 
 def tail(name: str, lines: int = 50) -> list[str]:
@@ -149,9 +209,8 @@ def stop(name: str, *, grace_s: float = 30.0, registry=None, progress: local.Pro
     """Stop the local engine of ``name`` (only the process specops started). Returns how it ended."""
     reg = _open(registry)
     row = reg.get_deployment(name)
-    if row.platform != "local":
-        raise InputError(f"deployment {name} runs on {row.platform}, not as a local process",
-                         "scale it down with kubectl or `specops rollback`")
+    if row.platform != "local" or row.status == "adopted":
+        raise not_a_local_process(row, "stop")
     pid, start = _identity(row)
     how = local.stop_group(pid, start, grace_s=grace_s, progress=progress) if pid else "not running"
     folder = DeploymentFolder.of(name)
@@ -169,11 +228,14 @@ def restart(name: str, *, registry=None, progress: local.Progress | None = None,
     pair still holds; a new override needs ``force`` and ``reason``."""
     from specops.engines.spec import load_spec
 
+    reg = _open(registry)
+    row = reg.get_deployment(name)  # an unknown name: "unknown deployment", with did-you-mean
+    if row.platform != "local" or row.status == "adopted":
+        raise not_a_local_process(row, "restart")
     spec_file = DeploymentFolder.of(name).spec
     if not spec_file.is_file():
         raise NotFoundError(f"deployment {name} has no saved spec", "deploy it with `specops deploy SPEC`")
     require_reason(force, reason)  # before the engine is stopped
-    reg = _open(registry)
     stop(name, registry=reg, progress=progress)
     return deploy_local(load_spec(spec_file), spec_path=spec_file, registry=reg, progress=progress, check=check,
                         force=force, reason=reason, keep_override=True)

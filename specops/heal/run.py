@@ -106,10 +106,16 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
         registry = open_registry()
     try:
         dep = registry.get_deployment(deployment)
+        if dep.status == "adopted" or dep.platform == "external":
+            raise InputError(f"deployment {deployment} was adopted (its engine was not started by specops), and heal "
+                             "restarts the engine it heals",
+                             f"retrain its draft with `specops retrain --deployment {deployment} --data FILE`, then "
+                             "serve the new draft where the engine runs")
         if dep.platform != "local":
             raise InputError(f"deployment {deployment} runs on {dep.platform}",
-                             "heal drives local engines; on Kubernetes run `specops retrain` and "
-                             "`specops deploy --canary-of`")
+                             f"heal drives local engines; on Kubernetes run `specops retrain --deployment {deployment} "
+                             "--data FILE`, then `specops deploy SPEC --platform kubernetes --canary-of "
+                             f"{deployment}`")
         if dry_run:
             return _plan(registry, deployment, data, from_traffic, params, heldout, handover)
         return _heal(registry, deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout,

@@ -111,8 +111,11 @@ def rollout_state(dep: dict) -> tuple[bool, str]:
 
 def wait_rollout(cluster: Cluster, name: str, namespace: str, *, timeout_s: float, progress: Progress,
                  poll_s: float = 1.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    last = ""
+    from specops.progress import waiting
+
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    last, noted = "", t0
     while True:
         dep = cluster.get("apps/v1", "Deployment", name, namespace)
         if dep is None:
@@ -122,6 +125,9 @@ def wait_rollout(cluster: Cluster, name: str, namespace: str, *, timeout_s: floa
         if words != last:
             progress(f"rollout {name}: {words}")
             last = words
+        elif not done and time.monotonic() - noted >= 5:  # a long rollout: the time left, every few seconds
+            noted = time.monotonic()
+            progress(waiting(f"the rollout of {name} ({words})", noted - t0, timeout_s))
         if done:
             return words
         if time.monotonic() >= deadline:

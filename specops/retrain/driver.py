@@ -71,8 +71,34 @@ def _prompts(deployment: str, data: str | Path | None, from_traffic: bool, limit
     return load_prompts(data, limit), str(Path(data).expanduser().resolve())
 
 
-def _progress_writer(path: Path, job_id: int | None, every: int = 10) -> Callable[[int, float], None]:
+def _no_target(dep) -> InputError:
+    """Why a deployment without a registered target cannot be retrained, with the fix for how it runs."""
+    name = dep.name
+    if dep.status == "adopted" or dep.platform == "external":
+        return InputError(f"deployment {name} (adopted) records no target model, so there is nothing to train against",
+                          "register the target (`specops lineage register-target PATH`), then record it and the "
+                          f"incumbent draft: `specops deployment register {name} --endpoint "
+                          f"{dep.endpoint or 'URL'} --target NAME@VERSION --draft NAME@VERSION`")
+    return InputError(f"deployment {name} has no registered target",
+                      "register the target (`specops lineage register-target PATH`), set target.ref: NAME@VERSION "
+                      "in its spec and deploy it again (`specops deploy SPEC`)")
+
+
+def _progress_writer(path: Path, job_id: int | None, every: int = 10, progress=None,
+                     total_steps: int | None = None) -> Callable[[int, float], None]:
+    """Writes ``progress.json`` every ``every`` steps; with ``progress``, also says the step and the time
+    left (from the pace so far) at most every 5 s."""
+    t0 = time.monotonic()
+    said = [t0]
+
     def on_step(step: int, loss: float) -> None:
+        now = time.monotonic()
+        if progress and total_steps and step and now - said[0] >= 5:
+            from specops.progress import waiting
+
+            said[0] = now
+            progress(waiting(f"training step {step} of {total_steps} (loss {loss:.3f})", now - t0,
+                             (now - t0) * total_steps / step))
         if step % every:
             return
         tmp = path.with_suffix(".tmp")
@@ -86,7 +112,8 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
             from_traffic: bool = False, registry=None, params: dict | None = None, heldout: int = 8,
             traffic_limit: int = 512, floor: float = 0.0, min_gain: float = 0.0, gamma: int = 3,
             lease_seconds: int = 2 * 3600, reason: str | None = None, dry_run: bool = False,
-            draft_name: str | None = None, seed: int = 0, actor: str | None = None) -> RetrainOutcome:
+            draft_name: str | None = None, seed: int = 0, actor: str | None = None,
+            progress=None) -> RetrainOutcome:
     """Retrain the draft of ``deployment``; see the module docstring. Raises LeaseHeldError (naming
     the holder) when a job for this deployment is already running."""
     from specops.retrain.backends import TrainContext, get_backend
@@ -101,10 +128,12 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
     try:
         dep = reg.get_deployment(deployment)
         if not dep.target_ref:
-            raise InputError(f"deployment {deployment} has no registered target",
-                             "deploy it from a spec whose target is registered (specops lineage register-target)")
+            raise _no_target(dep)
         target = reg.get_target(dep.target_ref)
         inc = _incumbent(reg, dep)
+        from specops.retrain.record import params_from_record
+
+        params = params_from_record(backend, dep, inc, dict(params or {}))
         prompts, source = _prompts(deployment, data, from_traffic, traffic_limit)
         train, held = split_heldout(prompts, heldout, seed)
         be = get_backend(backend)
@@ -128,7 +157,8 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
                                  trained_on=f"{len(train)} prompts from {source}", method=be.method, dry_run=True)
             return RetrainOutcome(status="dry-run", work_dir=str(work), result=result, **common)
         return _run(reg, be, base, common, held, inc_dir, target, inc, floor=floor, min_gain=min_gain, gamma=gamma,
-                    lease_seconds=lease_seconds, reason=reason, draft_name=draft_name, actor=actor)
+                    lease_seconds=lease_seconds, reason=reason, draft_name=draft_name, actor=actor,
+                    progress=progress)
     finally:
         if own:
             reg.close()
@@ -136,7 +166,7 @@ def retrain(deployment: str, *, backend: BackendName = "local", data: str | Path
 
 def _run(reg, be, base: dict, common: dict, held: list[str], inc_dir: str | None, target, inc, *, floor: float,
          min_gain: float, gamma: int, lease_seconds: int, reason: str | None, draft_name: str | None,
-         actor: str | None) -> RetrainOutcome:
+         actor: str | None, progress=None) -> RetrainOutcome:
     from specops.retrain.backends import TrainContext
     from specops.retrain.lease import signals_as_exceptions, take_lease
 
@@ -151,7 +181,9 @@ def _run(reg, be, base: dict, common: dict, held: list[str], inc_dir: str | None
             work = DeploymentFolder.of(deployment).retrain / f"job-{job.id}"
             work.mkdir(parents=True, exist_ok=True)
             ctx = TrainContext(work_dir=str(work), **base)
-            result = be.run(ctx, _progress_writer(work / "progress.json", job.id))
+            steps = base["params"].get("steps", 300 if be.name == "local" else None)
+            result = be.run(ctx, _progress_writer(work / "progress.json", job.id, progress=progress,
+                                                  total_steps=steps if isinstance(steps, int) else None))
             draft = _register(reg, result, target, inc, deployment, draft_name, job.id, actor)
             draft_ref = draft.ref
             comparison = decision = None

@@ -156,6 +156,17 @@ def test_missing_benchmark_is_an_error_and_a_stored_one_is_judged(registry):
     assert rep.data["tpot_by_concurrency"][1] == {"concurrency": 4, "spec": 0.03, "baseline": 0.012}
 
 
+def test_a_speedup_whose_interval_spans_one_cannot_be_evaluated_never_a_pass(registry):
+    registry.record_event("bench", "tiny-matched", "bench code", data={"workload": "code", "crosscheck_ok": True,
+        "comparisons": [{"concurrency": 1, "tpot_speedup": 1.5, "tpot_speedup_low": 0.8, "tpot_speedup_high": 2.6,
+                         "speedup_verdict": "too few requests to tell", "spec_tpot_p50_s": 0.01,
+                         "baseline_tpot_p50_s": 0.015}]})
+    rep = _deploy(registry, "tiny-matched", None, only=["deploy.tpot-speedup"], profile="gpu-default")
+    r = rep.results[0]
+    assert r.status == "error" and rep.exit_code == 2 and "too few requests to tell" in r.message, r.message
+    assert "--requests" in r.fix
+
+
 def test_profile_skips_are_shown_as_skipped_never_as_pass(registry):
     rep = _deploy(registry, "tiny-matched", None, only=["deploy.long-outputs"])
     assert rep.results[0].status == "skipped" and "max_model_len" in rep.results[0].message

@@ -121,7 +121,7 @@ def test_stop_status_and_logs_of_an_unknown_deployment_say_how_to_deploy(cli):
         assert r.returncode == 2 and "To fix:" in r.stderr, (args, r.stderr)
 
 
-def test_status_without_deployments_says_so(cli):
+def test_status_without_deployments_says_so_and_is_not_a_success(cli):
     r = cli("status")
-    assert r.returncode == 0 and "no deployments yet" in r.stdout
+    assert r.returncode == 2 and "no deployments in this registry" in r.stderr and "To fix:" in r.stderr
 

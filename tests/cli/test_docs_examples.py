@@ -67,7 +67,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops lineage prune --raw 7d --hourly 30d --horizon 365d --apply": (0, r"^did delete 0 measurements", None),
     # monitor.md
     "specops monitor --once --record-baseline                                 # ... and record baselines":
-        (0, r"cycle ok: 0 seen", None),
+        (2, r"cycle idle: 0 seen", None),  # this home's registry is empty: nothing watched is not a success
     "specops runbook list": (0, r"acceptance-drop", None),
     "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
     # performance-model.md
@@ -173,6 +173,8 @@ ELSEWHERE: dict[str, str] = {
     "specops tune --endpoint-for none=http://a:8000 --endpoint-for ngram-g2=http://b:8000 --methods ngram --gammas 2"
     "                              # remote engines: tune only, no redeploy":
         "needs engines at hosts a and b (tests/tune/test_remote_tune.py, engine)",
+    "specops validate --checklist deploy --deployment tiny --profile cpu-tiny --window 10s":
+        "needs a running deployment named tiny (a --window sample of a live /metrics: tests/cli/test_progress.py)",
     'specops gate --spec "$spec" --profile gpu-default --junit "junit/$(basename "$spec" .yaml).xml"':
         "a line of the CI workflow's loop: $spec is set by the loop, against the team's registry",
 }

@@ -146,7 +146,7 @@ def test_following_the_gates_fix_for_a_missing_mitigation_makes_the_known_bug_ch
     doc["engine"]["enforce_eager"] = True  # follow the fix
     spec.write_text(yaml.safe_dump(doc))
     check = _results(cli("gate", "--spec", str(spec), "-o", "json").stdout)["gate.known-bugs"]
-    assert check["status"] == "pass" and "vllm#40831" not in check["message"]  # eager: no CUDA graphs to corrupt
+    assert check["status"] in ("pass", "warn") and "vllm#40831" not in check["message"]  # eager: no CUDA graphs to corrupt
 
 
 def test_an_mtp_spec_of_unknown_architecture_cannot_be_judged_until_the_fixes_are_followed(cli, tmp_path, specops_home):
@@ -182,7 +182,7 @@ def test_recommend_ships_the_mitigation_in_argv_warnings_and_the_deployment_spec
     spec.write_text(cli(*args, "-o", "deployment").stdout)
     assert yaml.safe_load(spec.read_text())["engine"]["enforce_eager"] is True
     check = _results(cli("gate", "--spec", str(spec), "-o", "json").stdout)["gate.known-bugs"]
-    assert check["status"] == "pass", check
+    assert check["status"] in ("pass", "warn") and "vllm#40831" not in check["message"], check
 
 
 def test_deploy_dry_run_renders_the_mitigation_and_notes_it(specops_home):
