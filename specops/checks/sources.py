@@ -9,7 +9,6 @@ becomes ``error`` (exit 2), never a pass.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,9 +142,12 @@ def _speculative_config(d: dict) -> dict | None:
         elif a.startswith("--speculative-config="):
             text = a.split("=", 1)[1]
         if text:
+            from specops.errors import ConfigFileError
+            from specops.jsonfile import parse_json_text
+
             try:
-                sc = json.loads(text)
-            except ValueError:
+                sc = parse_json_text(text, "--speculative-config")
+            except ConfigFileError:
                 return None
             return sc if isinstance(sc, dict) else None
     return None

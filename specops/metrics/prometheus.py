@@ -113,7 +113,6 @@ class PrometheusReader:
 
     def query(self, promql: str, at: datetime | None = None) -> list[dict]:
         """One instant query: its result, a list of ``{metric, value}`` samples (MeasurementError otherwise)."""
-        import json
         import time
 
         from specops.metrics.http import exchange
@@ -136,9 +135,12 @@ class PrometheusReader:
                           params=params, verify=self.verify, fix=reach,
                           slow_fix="a healthy Prometheus answers an instant query in well under a second",
                           who=f"Prometheus at {self.url}")
+        from specops.errors import ConfigFileError
+        from specops.jsonfile import parse_json_text
+
         try:
-            data = json.loads(answer.body)
-        except ValueError:
+            data = parse_json_text(answer.body, "Prometheus", max_bytes=len(answer.body) + 1)
+        except ConfigFileError:
             data = None
         if answer.status in (401, 403):
             raise MeasurementError(f"Prometheus at {self.url} refused the query (HTTP {answer.status})",
