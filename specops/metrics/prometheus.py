@@ -92,11 +92,11 @@ class PrometheusReader:
 
     def __init__(self, url: str, token: str | None = None, verify: bool | str = True, timeout: float = 10.0,
                  budget_s: float = 30.0):
-        from urllib.parse import urlsplit
+        from specops.secrets import url_credentials
 
-        parts = urlsplit(url)
-        if parts.username or parts.password or "@" in parts.netloc:  # echoed in errors, reports, the registry
-            raise InputError("the Prometheus URL contains credentials",
+        found = url_credentials(url)
+        if found:  # the URL is echoed in errors, reports and validation rows: no secret may ride in it
+            raise InputError(f"the Prometheus URL contains credentials ({', '.join(found)})",
                              "remove them from the URL and put a bearer token in SPECOPS_PROMETHEUS_TOKEN "
                              "(or the file named by prometheus_token_file)")
         self.url = url.rstrip("/")

@@ -84,7 +84,9 @@ class TransferMixin(MeasurementsMixin):
                                    for j in s.exec(select(RetrainJob).order_by(RetrainJob.id)).all()]
             if with_events:
                 doc["events"] = [_dump(e, {"id"}) for e in s.exec(select(Event).order_by(Event.id)).all()]
-            return doc
+            from specops.secrets import redact_data
+
+            return redact_data(doc)  # rows written before secrets were caught in every spelling
         return self._tx(work, write=False)
 
     def import_data(self, doc: dict, *, source: str = "import") -> dict[str, int]:
@@ -96,7 +98,15 @@ class TransferMixin(MeasurementsMixin):
                              f"{FORMAT_VERSION}", "export it again with this specops version")
 
         _check_shape(doc, source)
+        from specops.secrets import find_secrets
 
+        secret = find_secrets({k: v for k, v in doc.items() if k in SECTIONS})
+        if secret:
+            raise InputError(f"{source}: {secret[0]} carries a secret (a credential in a URL, an unredacted "
+                             f"argv value or a key){f' and {len(secret) - 1} more place(s)' if len(secret) > 1 else ''}"
+                             "; nothing was imported",
+                             "remove it (pass API keys by environment variable: api_key_env), or export the "
+                             "registry again with this specops, which redacts them")
         def work(s: Session) -> dict[str, int]:
             counts: dict[str, int] = {}
             tids = _insert_models(s, Target, TargetCreate, doc.get("targets", []), source, "target", {})
