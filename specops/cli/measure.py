@@ -196,7 +196,8 @@ def _bench_table(result) -> None:
 def doctor_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
-    """Check what is installed and reachable: vLLM, GPUs, registry, Prometheus, cluster. Exit 1 on a problem."""
+    """Check what is installed and reachable: vLLM, GPUs, registry, Prometheus, cluster. Exit 1 on a problem,
+    2 when a check could not evaluate (and none failed)."""
     from specops.api.measure import doctor
     from specops.cli.output import check_format, emit
 
@@ -205,11 +206,13 @@ def doctor_command(
     emit(checks, output, _doctor_lines)
     if any(c.status == "problem" for c in checks):
         raise typer.Exit(1)
+    if any(c.status == "could not evaluate" for c in checks):
+        raise typer.Exit(2)
 
 
 def _doctor_lines(checks) -> None:
     for c in checks:
         line = f"{c.status:<8} {c.name:<11} {c.detail}"
-        if c.fix and c.status == "problem":
+        if c.fix and c.status in ("problem", "could not evaluate"):
             line += f" To fix: {c.fix}"
         typer.echo(line)
