@@ -203,7 +203,7 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
 @lru_cache(maxsize=1)
 def default_residuals() -> tuple[Residual, ...]:
     """Residuals on the shipped rows: computed once per installation and kept in
-    ``$SPECOPS_HOME/cache/residuals-<key>.pickle``, the key hashing every input (the playbooks and the
+    ``$SPECOPS_HOME/cache/residuals-<key>.cache``, the key hashing every input (the playbooks and the
     planner's code), so a changed row, catalog entry or formula recomputes them."""
     from specops.planner.diskcache import cached
 
