@@ -94,7 +94,6 @@ def bench_command(
     save: str = typer.Option(None, "--save", help="Also write the JSON result to this file."),
 ) -> None:
     """A/B benchmark: speculation on vs off — acceptance P50/P5, TPOT speedup, tokens/s, cross-checked."""
-    from pathlib import Path
 
     from specops.api.measure import bench_deployment
     from specops.cli.output import check_format, check_writable, console, dumps, emit
@@ -111,13 +110,14 @@ def bench_command(
             engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress)
     emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
-        try:
-            Path(save).write_text(dumps(result) + "\n")
-        except OSError as exc:
-            from specops.errors import InputError
+        from specops.errors import InputError
+        from specops.outputs import write_text
 
-            raise InputError(f"--save {save}: {exc.strerror or exc.__class__.__name__}; the results are printed "
-                             "above", "save them from the output, or give --save a writable path") from None
+        try:
+            write_text(save, dumps(result) + "\n", "--save", what="results")
+        except InputError as exc:
+            raise InputError(f"{exc.message}; the results are printed above",
+                             "save them from the output, or give --save a writable path") from None
     if not result.crosscheck_ok:
         console(stderr=True).print("error: the engine's counters disagree with what the client received (see "
                                    "crosscheck). To fix: run on an engine with no other traffic.")
