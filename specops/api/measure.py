@@ -85,6 +85,9 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
                      api_key_env: str | None = None, progress=None) -> BenchResult:
     from specops.metrics import base_url, parse_duration
 
+    for flag, pid in (("--engine-pid", engine_pid), ("--baseline-pid", baseline_pid)):
+        if pid is not None and not 1 <= pid <= 2**22:  # Linux's pid_max is at most 2^22
+            raise InputError(f"{flag} {pid} is out of range", f"give {flag} the process id of the engine (1 to 4194304)")
     for flag, value, top in (("--rate", rate, MAX_RATE), ("--stress-factor", stress_factor, 1000.0)):
         if value is not None and not (math.isfinite(value) and 0 < value <= top):
             raise InputError(f"{flag} {value:g} is out of range", f"give {flag} between 0 (exclusive) and {top:g}")
@@ -115,7 +118,7 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
                           served_name=baseline_served_name, pid=baseline_pid, api_key_env=api_key_env)
         opts = BenchOptions(deployment=deployment, spec=spec, baseline=base, workload=workload, concurrency=levels,
                             requests=requests, rate=rate, stress_factor=stress_factor, max_tokens=max_tokens,
-                            seed=seed, window_s=parse_duration(window), warmup=warmup)
+                            seed=seed, window_s=parse_duration(window, max_s=3600.0), warmup=warmup)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise InputError(f"--{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}",

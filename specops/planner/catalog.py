@@ -255,13 +255,31 @@ def model_from_config_dir(path: Path, *, params_b: float | None = None) -> Model
         qm = str(quant.raw("quant_method", "")).lower()[:40]
         qname = qm or None
         bits = quant.number("bits", 1, 32, None) or quant.number("w_bit", 1, 32, None) or (8 if "fp8" in qm else 4)
+    from pydantic import ValidationError
+
+    try:
+        return _config_spec(path, cfg_path, params_b or total / 1e9, (active / 1e9) if experts and top_k else None,
+                            cfg, layers, hidden, heads, kv_heads, head_dim, vocab, dtype, bits, experts, top_k, qname,
+                            architecture)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        from specops.errors import ConfigFileError
+
+        raise ConfigFileError(f"its figures give an impossible model ({where}: {err.get('msg')})",
+                              "correct config.json (or pass --params-b)", path=str(cfg_path)) from None
+
+
+def _config_spec(path, cfg_path, params_b, active_b, cfg, layers, hidden, heads, kv_heads, head_dim, vocab, dtype,
+                 bits, experts, top_k, qname, architecture) -> ModelSpec:
     return ModelSpec(
-        id=str(path), params_b=params_b or total / 1e9,
-        active_params_b=(active / 1e9) if experts and top_k else None,
+        id=str(path), params_b=params_b,
+        active_params_b=active_b,
         layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
         max_context=cfg.int("max_position_embeddings", 1, 1 << 31, 4096), dtype=dtype, weight_bits=bits,
         experts=experts if experts and top_k else None, experts_per_token=top_k if experts and top_k else None,
-        kv_lora_rank=cfg.int("kv_lora_rank", 1, big, None), kv_rope_dim=cfg.int("qk_rope_head_dim", 0, big, None),
+        kv_lora_rank=cfg.int("kv_lora_rank", 1, 1 << 24, None),
+        kv_rope_dim=cfg.int("qk_rope_head_dim", 0, 1 << 24, None),
         mtp_layers=(cfg.int("num_nextn_predict_layers", 0, 1000, None)
                     or cfg.int("mtp_num_hidden_layers", 0, 1000, None) or 0),
         quantization=qname, architecture=architecture,
