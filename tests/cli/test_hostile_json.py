@@ -184,7 +184,7 @@ def test_lineage_import_refuses_wrong_dates_methods_endpoints_and_names_and_writ
 
 # --- hypothesis: no JSON text crashes a reader -------------------------------------------------------
 
-def test_no_json_text_crashes_any_json_reader(tmp_path):
+def test_no_json_text_crashes_any_json_reader(tmp_path, specops_home):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -197,15 +197,25 @@ def test_no_json_text_crashes_any_json_reader(tmp_path):
                          "vocab", "added_tokens", "architectures", "x"]), kids, max_size=5), max_leaves=15)
     texts = st.one_of(values.map(json.dumps), st.text(max_size=200),
                       st.sampled_from([DEEP, "1e400", "[1e400]", "NaN", '{"a": -Infinity}', "{" * 70 + "}" * 70,
-                                       "9" * 5000, '{"hidden_size": 1' + "0" * 5000 + "}"]))
+                                       "9" * 5000, '{"hidden_size": 1' + "0" * 5000 + "}",
+                                       '{"created": 1e20, "options": {}}', '{"model": {"vocab": [1e999]}}',
+                                       '{"format": "specops-registry", "format_version": 1, "deployments": '
+                                       '[{"name": "w", "platform": "local", "status": "running", '
+                                       '"created_at": "yesterday"}]}']))
     folder = _model(tmp_path)
+    from specops.registry import open_registry
+
+    registry = open_registry()
 
     def readers(text: str):
         from specops.api.retrain import parse_params
+        from specops.benchmark.workloads import load_jsonl
         from specops.jsonfile import load_json
         from specops.planner.catalog import model_from_config_dir
         from specops.registry.fingerprint import inspect_artifact
+        from specops.registry.transfer import load_export
         from specops.retrain.prompts import load_prompts
+        from specops.tune.store import import_legacy_run
 
         (folder / "config.json").write_text(text, errors="surrogatepass")
         yield lambda: model_from_config_dir(folder)
@@ -214,6 +224,16 @@ def test_no_json_text_crashes_any_json_reader(tmp_path):
         yield lambda: load_json(folder / "config.json")
         (tmp_path / "d.jsonl").write_text(text.replace("\n", " ") + "\n", errors="surrogatepass")
         yield lambda: load_prompts(tmp_path / "d.jsonl")
+        yield lambda: load_jsonl(tmp_path / "d.jsonl")
+        (folder / "config.json").write_text((TINY / "config.json").read_text())
+        (folder / "tokenizer.json").write_text(text, errors="surrogatepass")
+        yield lambda: inspect_artifact(str(folder))
+        run = specops_home / "tune" / "r1"
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "run.json").write_text(text, errors="surrogatepass")
+        yield lambda: import_legacy_run(run, registry)
+        (tmp_path / "export.json").write_text(text, errors="surrogatepass")
+        yield lambda: registry.import_data(load_export(tmp_path / "export.json"), source="export.json")
 
     @settings(max_examples=60, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

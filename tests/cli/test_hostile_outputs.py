@@ -140,3 +140,70 @@ def test_outputs_still_write_ordinary_files(tmp_path):
     assert code in (1, 2) and out.read_text().startswith("<?xml"), err
     code, _, err = run_main("lineage", "export", "--file", str(tmp_path / "e.json"))
     assert code == 0 and json.loads((tmp_path / "e.json").read_text())["format"] == "specops-registry", err
+
+
+# --- hypothesis: whatever sits at an output path, the write is refused or complete -----------------
+
+def test_no_kind_of_file_at_an_output_path_blocks_or_half_writes(tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from specops.errors import InputError
+    from specops.outputs import write_text
+
+    kinds = ["absent", "file", "dir", "fifo", "link-to-fifo", "link-to-file", "dangling-link", "link-to-dir",
+             "in-a-file", "device"]
+
+    @settings(max_examples=40, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(st.sampled_from(kinds), st.booleans(), st.text(max_size=50))
+    def run(kind, default, text):
+        box = tmp_path / f"case-{kind}-{default}"
+        shutil.rmtree(box, ignore_errors=True)
+        box.mkdir()
+        victim = box / "victim"
+        victim.write_text("old")
+        target = box / "out"
+        if kind == "file":
+            target.write_text("old")
+        elif kind == "dir":
+            target.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "link-to-fifo":
+            os.mkfifo(box / "f")
+            target.symlink_to(box / "f")
+        elif kind == "link-to-file":
+            target.symlink_to(victim)
+        elif kind == "dangling-link":
+            target.symlink_to(box / "nowhere")
+        elif kind == "link-to-dir":
+            target.symlink_to(box)
+        elif kind == "in-a-file":
+            target = victim / "out"
+        elif kind == "device":
+            target = Path("/dev/null")
+        done = threading.Event()
+        outcome: dict = {}
+
+        def write():
+            try:
+                outcome["path"] = write_text(target, text, "--out", default=default)
+            except InputError as exc:
+                outcome["error"] = exc
+            done.set()
+
+        threading.Thread(target=write, daemon=True).start()
+        assert done.wait(10), f"{kind}: the write blocked"
+        if "error" in outcome:
+            assert "--out" in outcome["error"].one_line()
+            assert victim.read_text() == "old" or kind == "in-a-file"
+        else:
+            written = target.resolve()
+            assert written.is_file() and written.read_bytes().decode() == text, kind
+            assert not (default and target.is_symlink()), "a default name was written through a link"
+            if kind == "link-to-file":
+                assert victim.read_bytes().decode() == text  # a typed link is written at its target
+        assert not list(box.glob(".*.tmp")), "a temporary file was left behind"
+
+    run()
