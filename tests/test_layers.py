@@ -24,11 +24,10 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
-FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "speculation",
-              "__init__",
-              "__main__"}
-"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading
-and the vLLM capability table (data, no vllm import)."""
+FOUNDATION = {"errors", "models", "settings", "yamlfile", "jsonfile", "modelconfig", "outputs", "playbooks",
+              "capabilities", "secrets", "speculation", "__init__", "__main__"}
+"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/JSON/model-config
+and playbook loading, output files, secrets, and the vLLM capability table (data, no vllm import)."""
 
 ALLOWED: dict[str, set[str]] = {
     "registry": set(),
@@ -50,7 +49,8 @@ stand alone; engines records deployments and reads live counters; everything tha
 builds on engines; heal, the closed loop, sits on top."""
 
 API_MAY_IMPORT = set(ALLOWED) | {"api"}
-CLI_MAY_IMPORT = {"api", "cli", "errors", "settings", "__init__"}
+CLI_MAY_IMPORT = {"api", "cli", "errors", "settings", "outputs", "__init__"}
+"""outputs: the CLI checks and writes the files its options name (--save, --html) the one way."""
 
 
 def _module_name(path: Path) -> str:

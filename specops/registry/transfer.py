@@ -227,12 +227,20 @@ def _check_deployment(item: dict, where: str) -> None:
         raise InputError(f"{where}.method: {err.message}", err.fix)
     endpoint = item.get("endpoint")
     if endpoint is not None:
-        from specops.metrics.scrape import base_url
+        from urllib.parse import urlsplit
+
+        from specops.secrets import url_credentials
 
         try:
-            base_url(str(endpoint))
-        except InputError as exc:
-            raise InputError(f"{where}.endpoint: {exc.message}", exc.fix) from None
+            parts = urlsplit(str(endpoint))
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InputError(f"{where}.endpoint is not an http(s) URL",
+                             "give the engine's base URL, e.g. http://127.0.0.1:8000")
+        if url_credentials(str(endpoint)):
+            raise InputError(f"{where}.endpoint contains credentials",
+                             "remove them from the URL; pass an API key by environment variable (api_key_env)")
 
 
 def _check_ints(value, where: str) -> None:
