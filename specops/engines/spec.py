@@ -243,7 +243,7 @@ class DeploymentSpec(_Strict):
             return self.target.architecture
         from specops.engines.bugs import architecture_of_model
 
-        return architecture_of_model(self.target.model, self.target.revision, strict=True)
+        return architecture_of_model(self.target.model, self.target.revision)
 
 
 def _is_local(model: str) -> bool:
