@@ -39,7 +39,7 @@ def check_output(path: str | Path, flag: str, *, makes_folders: bool = False, de
     problem = None
     try:
         if default and p.is_symlink():
-            problem = "is a symbolic link (specops never writes a default output through one)"
+            problem = "is a symbolic link (a default output name is never written through one)"
         elif p.exists() and not p.is_dir():
             kind = _KINDS.get(stat.S_IFMT(p.stat().st_mode))
             if kind:
