@@ -47,6 +47,35 @@ def status_word(status: str, severity: str | None = None) -> str:
     return STATUS_WORDS.get(status, status)
 
 
+def label_problem(value: object) -> str | None:
+    """What makes ``value`` unfit as a name shown in tables and stored in the registry (a model name,
+    a version, a served name): not text, empty, surrounding white space, or a character that is
+    invisible or moves the text (a tab, a line break, a zero-width space, a bidi override); None when fine."""
+    import unicodedata
+
+    if not isinstance(value, str) or not value:
+        return "is empty" if value == "" else "is not text"
+    if value != value.strip():
+        return "starts or ends with white space"
+    for ch in value:
+        cat = unicodedata.category(ch)
+        if cat[0] == "C" or cat in ("Zl", "Zp") or (ch.isspace() and ch != " "):
+            return f"contains U+{ord(ch):04X} ({unicodedata.name(ch, 'a control character').lower()})"
+    return None
+
+
+def check_label(value: object, what: str) -> str:
+    """``value`` when :func:`label_problem` finds nothing; else an InputError (exit 2) naming it."""
+    from specops.errors import InputError
+
+    problem = label_problem(value)
+    if problem:
+        shown = str(value)[:80].encode("unicode_escape").decode()
+        raise InputError(f'{what} "{shown}" {problem}',
+                         "use printable characters: no tabs, line breaks or invisible characters")
+    return value  # type: ignore[return-value]
+
+
 class Strict(BaseModel):
     """The one strict base: unknown fields are refused (a typo in a config or spec is an error, not
     ignored). Every pydantic model in specops derives from it (add ``model_config =

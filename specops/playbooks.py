@@ -26,4 +26,18 @@ def playbooks_dir() -> Path:
 
 
 def playbook_path(*parts: str) -> Path:
-    return playbooks_dir().joinpath(*parts)
+    """A file or folder of the playbooks; one that exists but is a FIFO, a device or a socket (reading
+    it would block or never end) is a ConfigFileError (exit 2)."""
+    path = playbooks_dir().joinpath(*parts)
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return path  # absent or unusable: the reader says so
+    import stat
+
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        from specops.errors import ConfigFileError
+
+        raise ConfigFileError("is not a regular file (a FIFO, a device or a socket)",
+                              "point SPECOPS_PLAYBOOKS at a folder of ordinary files", path=str(path))
+    return path

@@ -269,7 +269,8 @@ def eagle_generation(config: dict, name: str = "") -> EagleGeneration:
     markers = tuple((k, bool(config[k] if k in config else layer[k])) for k in EAGLE_MARKERS
                     if k in config or k in layer)
     flags = dict(markers)
-    archs = [str(a) for a in config.get("architectures") or [] if isinstance(a, str)]
+    found = config.get("architectures")
+    archs = [a for a in found if isinstance(a, str)] if isinstance(found, list) else []
     if any(k in config for k in ("speculators_config", "speculators_model_type", "speculators_version")):
         trainer, version = "speculators", config.get("speculators_version")
     elif any("ForCausalLMEagle3" in a for a in archs):

@@ -24,11 +24,11 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
-FOUNDATION = {"errors", "models", "settings", "yamlfile", "playbooks", "capabilities", "secrets", "speculation",
-              "progress", "__init__",
-              "__main__"}
-"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/playbook loading,
-the vLLM capability table (data, no vllm import) and the progress protocol (what a long wait says)."""
+FOUNDATION = {"errors", "models", "settings", "yamlfile", "jsonfile", "modelconfig", "outputs", "playbooks",
+              "capabilities", "secrets", "speculation", "progress", "__init__", "__main__"}
+"""Modules every layer may import: the error hierarchy, shared types, settings, YAML/JSON/model-config
+and playbook loading, output files, secrets, the vLLM capability table (data, no vllm import) and the
+progress protocol (what a long wait says)."""
 
 ALLOWED: dict[str, set[str]] = {
     "registry": set(),
@@ -50,7 +50,8 @@ stand alone; engines records deployments and reads live counters; everything tha
 builds on engines; heal, the closed loop, sits on top."""
 
 API_MAY_IMPORT = set(ALLOWED) | {"api"}
-CLI_MAY_IMPORT = {"api", "cli", "errors", "settings", "__init__"}
+CLI_MAY_IMPORT = {"api", "cli", "errors", "settings", "outputs", "__init__"}
+"""outputs: the CLI checks and writes the files its options name (--save, --html) the one way."""
 
 
 def _module_name(path: Path) -> str:

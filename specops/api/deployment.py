@@ -31,6 +31,7 @@ def probe(endpoint: str, api_key_env: str | None = None, timeout: float = 10.0) 
         headers["Authorization"] = f"Bearer {os.environ[api_key_env]}"
     models = [m["id"] for m in VllmClient(endpoint, headers).models(deadline_s=timeout)]
     snap = scrape(endpoint, timeout=timeout)
+    # γ from the per-position series; none when they are incomplete (specops.metrics.parse drops them then)
     ks = {g: (max(v.accepted_per_pos) + 1 if v.accepted_per_pos else None) for g, v in snap.groups.items()}
     spec = {g: v.has_spec for g, v in snap.groups.items()}
     return {"models": models, "k": ks, "speculation": spec, "metrics": snap.vllm_series > 0}

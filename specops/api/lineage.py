@@ -76,9 +76,15 @@ def check(target: str, draft: str, *, method: str | None = None, vllm_version: s
 
 def export_json(*, with_events: bool = False, file: str | Path | None = None, db: str | None = None) -> str:
     """The registry as JSON text; also written to ``file`` when given."""
+    if file:
+        from specops.outputs import check_output
+
+        check_output(file, "--file")  # before the registry is read
     text = json.dumps(open_registry(db).export_data(with_events=with_events), indent=1, sort_keys=True) + "\n"
     if file:
-        Path(file).write_text(text, encoding="utf-8")
+        from specops.outputs import write_text
+
+        write_text(file, text, "--file", what="export")
     return text
 
 

@@ -88,6 +88,9 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
     starting and stopping), as specops.progress describes."""
     from specops.metrics import base_url, parse_duration
 
+    for flag, pid in (("--engine-pid", engine_pid), ("--baseline-pid", baseline_pid)):
+        if pid is not None and not 1 <= pid <= 2**22:  # Linux's pid_max is at most 2^22
+            raise InputError(f"{flag} {pid} is out of range", f"give {flag} the process id of the engine (1 to 4194304)")
     for flag, value, top in (("--rate", rate, MAX_RATE), ("--stress-factor", stress_factor, 1000.0)):
         if value is not None and not (math.isfinite(value) and 0 < value <= top):
             raise InputError(f"{flag} {value:g} is out of range", f"give {flag} between 0 (exclusive) and {top:g}")
@@ -118,7 +121,7 @@ def bench_deployment(*, deployment: str | None = None, endpoint: str | None = No
                           served_name=baseline_served_name, pid=baseline_pid, api_key_env=api_key_env)
         opts = BenchOptions(deployment=deployment, spec=spec, baseline=base, workload=workload, concurrency=levels,
                             requests=requests, rate=rate, stress_factor=stress_factor, max_tokens=max_tokens,
-                            seed=seed, window_s=parse_duration(window), warmup=warmup)
+                            seed=seed, window_s=parse_duration(window, max_s=3600.0), warmup=warmup)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise InputError(f"--{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}",
@@ -187,7 +190,9 @@ def _task(workload: str) -> str:
 
 class DoctorCheck(Strict):
     name: str = Field(description="What was checked.")
-    status: Literal["ok", "problem", "info"] = Field(description="ok, problem (exit 1) or info.")
+    status: Literal["ok", "problem", "could not evaluate", "info"] = Field(
+        description="ok (pass), problem (fail, exit 1), could not evaluate (exit 2 when nothing failed; never a "
+                    "pass) or info (not configured / not needed).")
     detail: str = Field(description="What was found.")
     fix: str | None = Field(None, description="How to fix a problem.")
 
@@ -256,11 +261,21 @@ def check_registry() -> DoctorCheck:
                            fix="check SPECOPS_DB / SPECOPS_HOME and that the database is reachable")
     try:
         pending, done = _pending_migrations(reg)
+        newer = sorted(done - {m.name for m in _known_migrations()})
+        if done and not newer:
+            from specops.registry.db import check_integrity
+
+            check_integrity(reg.engine)  # the check every write makes first: corrupt inner pages
     except Exception as exc:  # noqa: BLE001 - a truncated, random, unreadable or directory file is the finding
         msg = exc.one_line() if hasattr(exc, "one_line") else f"{exc.__class__.__name__}: {str(exc)[:160]}"
         return DoctorCheck(name="registry", status="problem", detail=f"{shown} cannot be read: {msg}",
                            fix="restore the database from a backup (`specops lineage import FILE` into a new "
                                "SPECOPS_DB), or point SPECOPS_DB / SPECOPS_HOME at the right one")
+    if newer:  # every other command refuses this registry (specops.registry.migrations.apply_migrations)
+        return DoctorCheck(name="registry", status="problem",
+                           detail=f"{shown} was migrated by a newer specops (schema {', '.join(newer)}; this specops "
+                                  f"knows up to {_known_migrations()[-1].name})",
+                           fix="upgrade specops (pip install -U specops), or point SPECOPS_DB at another registry")
     if pending and not done:
         return DoctorCheck(name="registry", status="info",
                            detail=f"{shown} reachable; empty (created on first use)")
@@ -269,6 +284,12 @@ def check_registry() -> DoctorCheck:
                            detail=f"{shown}: {len(pending)} migration(s) not applied ({', '.join(pending)})",
                            fix="`specops lineage list` applies them (any command that opens the registry does)")
     return DoctorCheck(name="registry", status="ok", detail=f"{shown} reachable, migrations applied")
+
+
+def _known_migrations():
+    from specops.registry.migrations import MIGRATIONS
+
+    return MIGRATIONS
 
 
 def _pending_migrations(reg) -> tuple[list[str], set[str]]:
@@ -296,10 +317,37 @@ def check_prometheus() -> DoctorCheck:
         msg = exc.one_line() if hasattr(exc, "one_line") else exc.__class__.__name__
         return DoctorCheck(name="prometheus", status="problem", detail=msg.split(" To fix:")[0],
                            fix=getattr(exc, "fix", None) or "check SPECOPS_PROMETHEUS_URL")
-    n = int(float(rows[0]["value"][1])) if rows else 0
+    n = _series_count(rows)
+    if n is None:
+        return DoctorCheck(name="prometheus", status="could not evaluate",
+                           detail=f"{settings['url']} reachable, but its answer to a count() query was not a count "
+                                  f"({_shown_sample(rows)})",
+                           fix="check that the URL is a Prometheus (or compatible) query API")
     detail = f"{settings['url']} reachable; {n} vLLM engine series" if n else \
         f"{settings['url']} reachable but scrapes no vLLM engine"
     return DoctorCheck(name="prometheus", status="ok", detail=detail)
+
+
+def _series_count(rows) -> int | None:
+    """The value of a count() answer: a whole, finite, non-negative number; None for anything else."""
+    import math
+
+    if not rows:
+        return 0
+    try:
+        value = float(rows[0]["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        return None
+    return int(value)
+
+
+def _shown_sample(rows) -> str:
+    try:
+        return f"value {str(rows[0]['value'][1])[:40]!r}"
+    except (KeyError, IndexError, TypeError):
+        return "a sample without a value"
 
 
 def check_cluster() -> DoctorCheck:
@@ -319,5 +367,21 @@ def check_cluster() -> DoctorCheck:
                        detail=f"{host} reachable (Kubernetes {version})")
 
 
+DOCTOR_CHECKS = ("vllm", "gpus", "registry", "prometheus", "cluster")
+
+
 def doctor() -> list[DoctorCheck]:
-    return [check_vllm(), check_gpus(), check_registry(), check_prometheus(), check_cluster()]
+    """Every check, each on its own: one that breaks is "could not evaluate" and the rest still run."""
+    checks = {"vllm": check_vllm, "gpus": check_gpus, "registry": check_registry, "prometheus": check_prometheus,
+              "cluster": check_cluster}
+    out = []
+    for name in DOCTOR_CHECKS:
+        try:
+            out.append(checks[name]())
+        except Exception as exc:  # noqa: BLE001 - one bad source never loses the report
+            msg = exc.one_line() if hasattr(exc, "one_line") else f"{exc.__class__.__name__}: {str(exc)[:160]}"
+            from specops.secrets import redact_text
+
+            out.append(DoctorCheck(name=name, status="could not evaluate", detail=redact_text(msg),
+                                   fix="re-run with SPECOPS_DEBUG=1 and report it if it persists"))
+    return out

@@ -84,7 +84,9 @@ def monitor(opts: MonitorOptions, *, once: bool = False, metrics_port: int | Non
                 return report
             if on_start:
                 lease = f"; leader lease {gate.lease} as {gate.elector.identity}" if gate.lease else ""
-                source = f"Prometheus {opts.prometheus_url}" if opts.prometheus_url else "direct /metrics"
+                from specops.secrets import redact_url
+
+                source = f"Prometheus {redact_url(opts.prometheus_url)}" if opts.prometheus_url else "direct /metrics"
                 on_start(f"watching {len(watcher.targets)} deployment(s) every {opts.interval_s:g}s ({source}; "
                          f"policy {opts.policy}{', dry run' if opts.dry_run else ''}{lease})")
             watcher.run(on_report=on_report)

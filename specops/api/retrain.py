@@ -3,23 +3,21 @@ on held-out prompts (specops.retrain.driver), with the backend parameters given 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from specops.errors import InputError, unknown
+from specops.errors import unknown
 from specops.registry import open_registry
 from specops.retrain.types import BACKENDS
 
 
 def parse_params(text: str | None) -> dict:
     """Backend parameters from ``--params`` JSON text ({} when none); anything but an object is an InputError."""
-    try:
-        extra = json.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--params is not JSON: {exc.msg}", "pass a JSON object, e.g. '{\"steps\": 300}'") from None
-    if not isinstance(extra, dict):
-        raise InputError("--params must be a JSON object", "pass e.g. '{\"steps\": 300}'")
-    return extra
+    from specops.jsonfile import JsonObject, parse_json_text
+
+    fix = "pass a JSON object, e.g. '{\"steps\": 300}'"
+    if not text:
+        return {}
+    return JsonObject.of(parse_json_text(text, "--params", fix=fix), "--params", fix=fix).data
 
 
 def retrain(deployment: str, *, backend: str = "local", data: str | Path | None = None, from_traffic: bool = False,

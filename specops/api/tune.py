@@ -435,6 +435,10 @@ def run(opts: TuneOptions | None = None, *, resume: str | None = None, refit: bo
     ``recommend --calibration`` picks and, with ``html``, the plotted report. Returns the data the
     command prints (run id, calibration ref, report, picks, coefficients, acceptance, html path)."""
     _check_budget(budget_minutes)
+    if html:
+        from specops.outputs import check_output
+
+        check_output(html, "--html", makes_folders=True)  # before any engine starts
     result = tune(opts, resume=resume, progress=progress, measure=not refit,
                   budget_s=budget_minutes * 60 if (resume and budget_minutes) else None)
     if result.report is None:
@@ -450,8 +454,14 @@ def run(opts: TuneOptions | None = None, *, resume: str | None = None, refit: bo
     if html:
         from specops.tune.html import render_tune_html, write_tune_html
 
-        html = str(write_tune_html(render_tune_html(result.report, result.calibration, recommend_picks=picks or None),
-                                   html))
+        try:
+            html = str(write_tune_html(render_tune_html(result.report, result.calibration,
+                                                        recommend_picks=picks or None), html))
+        except BaseException:  # no half-stored run: the calibration goes with the report it was written for
+            from specops.tune.calibration import forget_calibration
+
+            forget_calibration(result.calibration)
+            raise
     return {"run_id": result.run_id, "calibration": result.calibration.ref, "report": result.report,
             "recommend_picks": picks, "html": html,
             "coefficients": result.calibration.coefficients, "acceptance": result.calibration.acceptance}

@@ -25,13 +25,16 @@ __all__ = ["gate", "parse_duration", "report", "status_word", "validate", "write
 def report(deployment: str, out: str | Path | None = None, *, registry=None) -> Path:
     """Write the HTML report of ``deployment`` (default file ``<deployment>-report.html``); returns its path."""
     from specops.checks.report import render_html, report_from_registry, write_report
+    from specops.outputs import check_output
     from specops.registry import open_registry
     from specops.settings import check_path_component
 
     if out is None:  # the default file is built from the name: it must stay in the working folder
         check_path_component(deployment, "deployment name")
+    target, default = (out, False) if out is not None else (f"{deployment}-report.html", True)
+    check_output(target, "--out", makes_folders=True, default=default)  # before any work
     parts = report_from_registry(registry or open_registry(), deployment)
-    return write_report(render_html(**parts), out or f"{deployment}-report.html")
+    return write_report(render_html(**parts), target, default=default)
 
 
 GATE_SOURCE = "issue 7 (specops gate)"

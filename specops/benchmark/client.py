@@ -12,11 +12,12 @@ request's own acceptance from the final chunk.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 from pydantic import Field
 
+from specops.errors import ConfigFileError
+from specops.jsonfile import parse_json_text
 from specops.models import Strict
 
 
@@ -93,7 +94,7 @@ async def _plain_completion(client, url: str, body: dict, index: int, sent_at: f
             res.error = f"HTTP {resp.status_code}: {_error_message(resp.text)}"
             return res
         data = resp.json()
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, ConfigFileError, AttributeError, TypeError) as exc:  # a peer's malformed answer
         res.error = f"{exc.__class__.__name__}: {str(exc)[:160]}"
         return res
     res.e2e_s = time.perf_counter() - t0
@@ -129,7 +130,9 @@ async def _stream_completion(client, url: str, body: dict, index: int, sent_at: 
                 if data == "[DONE]":
                     break
                 now = time.perf_counter()
-                chunk = json.loads(data)
+                chunk = parse_json_text(data, "a streamed chunk", max_bytes=len(data) + 1)
+                if not isinstance(chunk, dict):
+                    raise ConfigFileError("a streamed chunk is not a JSON object", "point at a vLLM server")
                 usage = chunk.get("usage") or {}
                 total = usage.get("completion_tokens")
                 has_text = any(c.get("text") for c in chunk.get("choices") or [])
@@ -149,7 +152,7 @@ async def _stream_completion(client, url: str, body: dict, index: int, sent_at: 
                     spec = (chunk.get("metrics") or {}).get("speculative_decoding")
                     if spec:
                         res.spec = spec
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, ConfigFileError, AttributeError, TypeError) as exc:  # a peer's malformed answer
         res.error = f"{exc.__class__.__name__}: {str(exc)[:160]}"
         return res
     end = time.perf_counter()
@@ -168,8 +171,8 @@ async def _stream_completion(client, url: str, body: dict, index: int, sent_at: 
 
 def _error_message(text: str) -> str:
     try:
-        data = json.loads(text)
+        data = parse_json_text(text, "answer", max_bytes=len(text) + 1)
         msg = data.get("message") or (data.get("error") or {}).get("message") or text
-    except (json.JSONDecodeError, AttributeError):
+    except (ConfigFileError, AttributeError):
         msg = text
     return " ".join(str(msg).split())[:200]

@@ -10,13 +10,13 @@ Built-in sets are generated locally and deterministically (seeded), no downloads
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from specops.errors import ConfigFileError, InputError, did_you_mean
+from specops.jsonfile import parse_json_text
 from specops.models import Strict
 
 BUILTIN = ("code", "prose", "long-output")
@@ -87,11 +87,9 @@ def load_jsonl(path: Path) -> Workload:
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
+        obj = parse_json_text(line, str(path), fix='write one {"prompt": ..., "max_tokens": N} per line', line=lineno)
         try:
-            prompts.append(Prompt.model_validate(json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise ConfigFileError(f"not JSON ({exc.msg})", 'write one {"prompt": ..., "max_tokens": N} per line',
-                                  path=str(path), line=lineno) from None
+            prompts.append(Prompt.model_validate(obj))
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "line"

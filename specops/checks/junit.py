@@ -42,12 +42,6 @@ def junit_xml(reports: list[ValidationReport]) -> str:
 
 
 def write_junit(reports: list[ValidationReport], path: str | Path) -> Path:
-    from specops.errors import InputError
+    from specops.outputs import write_text
 
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(junit_xml(reports), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the JUnit file {p} ({exc.strerror})", "pass a writable --junit path") from None
-    return p
+    return write_text(path, junit_xml(reports), "--junit", what="JUnit file", make_folders=True)

@@ -118,14 +118,11 @@ def _alpha(m) -> float | None:
     return alpha_from_tau(m.mean_acceptance_length, k)
 
 
-def write_report(html: str, out: str | Path, *, what: str = "report", flag: str = "--out") -> Path:
-    """Write an HTML page; an unwritable path is an InputError naming the flag that gave it."""
-    from specops.errors import InputError
+def write_report(html: str, out: str | Path, *, what: str = "report", flag: str = "--out",
+                 default: bool = False) -> Path:
+    """Write an HTML page all at once (:func:`specops.outputs.write_text`); an unwritable path, a FIFO
+    or device, or (``default``: a name the user did not type) a symbolic link is an InputError naming
+    the flag that gave it."""
+    from specops.outputs import write_text
 
-    p = Path(out)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the {what} {p} ({exc.strerror})", f"pass a writable {flag} path") from None
-    return p
+    return write_text(out, html, flag, what=what, default=default, make_folders=True)

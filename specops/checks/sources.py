@@ -9,7 +9,6 @@ becomes ``error`` (exit 2), never a pass.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,10 @@ from specops.errors import InputError, MeasurementError
 from specops.progress import Progress, waiting
 
 Windows = Callable[[float, int], list]  # (window_s, count) -> list[specops.metrics.Measurement]
+
+RUN_DEADLINE_S = 120.0
+"""No metric source is started more than this long after a validation run began (the windows
+themselves last ``profile.window_s``; each exchange has its own bounded deadline)."""
 Complete = Callable[[str, str | None, list[str], int, dict], list[dict]]
 
 
@@ -34,16 +37,31 @@ class Sources:
     complete: Complete | None = None
     bench_events: list[dict] | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    deadline_s: float = RUN_DEADLINE_S
     _cache: dict = field(default_factory=dict)
+    _started: float = field(default_factory=time.monotonic)
+    _windows_error: Exception | None = None
 
     def metric_windows(self, window_s: float, count: int) -> list:
+        """The metric windows every metric check of the run shares. A source that failed fails every
+        later check at once with the same error (a slow or dead peer costs its timeout once per run,
+        not once per check), and none starts after the run's deadline (:data:`RUN_DEADLINE_S`)."""
         key = ("windows", window_s, count)
         if key not in self._cache:
             if self.windows is None:
                 raise MeasurementError("no metrics source for this deployment (no Prometheus URL and no endpoint)",
                                        "pass --prometheus-url (or set SPECOPS_PROMETHEUS_URL), or register the "
                                        "deployment's endpoint")
-            self._cache[key] = self.windows(window_s, count)
+            if self._windows_error is not None:
+                raise self._windows_error
+            if time.monotonic() - self._started > self.deadline_s:
+                raise MeasurementError(f"the run's deadline ({self.deadline_s:g}s) passed before the metrics were read",
+                                       "check that the metrics source answers promptly, then run again")
+            try:
+                self._cache[key] = self.windows(window_s, count)
+            except (MeasurementError, InputError) as exc:
+                self._windows_error = exc
+                raise
         return self._cache[key]
 
     def need_registry(self):
@@ -151,9 +169,12 @@ def _speculative_config(d: dict) -> dict | None:
         elif a.startswith("--speculative-config="):
             text = a.split("=", 1)[1]
         if text:
+            from specops.errors import ConfigFileError
+            from specops.jsonfile import parse_json_text
+
             try:
-                sc = json.loads(text)
-            except ValueError:
+                sc = parse_json_text(text, "--speculative-config")
+            except ConfigFileError:
                 return None
             return sc if isinstance(sc, dict) else None
     return None

@@ -28,7 +28,8 @@ EXIT_CODES: dict[str, str] = {
              "a measurement); 1 the engine's counters disagree with what the client received; 2 nothing could be "
              "measured.",
     "completion": "0 the completion script was printed (or installed with --install); 2 an unknown shell.",
-    "doctor": "0 every line is ok (or a warning); 1 a line is a problem.",
+    "doctor": "0 every line is ok (or information); 1 a line is a problem; 2 a line could not be evaluated and "
+              "none is a problem.",
     "validate": "0 every check passed (warn lines may be shown); 1 a check of severity error ran and failed; 2 a "
                 "check could not be evaluated and none failed, or no check ran at all.",
     "gate": "as `validate`, over the gate's checks and (with --endpoint) the deploy checklist: the highest code.",

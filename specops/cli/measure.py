@@ -94,7 +94,6 @@ def bench_command(
     save: str = typer.Option(None, "--save", help="Also write the JSON result to this file."),
 ) -> None:
     """A/B benchmark: speculation on vs off — acceptance P50/P5, TPOT speedup, tokens/s, cross-checked."""
-    from pathlib import Path
 
     from specops.api.measure import bench_deployment
     from specops.cli.output import check_format, check_writable, console, dumps, emit, versioned
@@ -112,13 +111,14 @@ def bench_command(
             engine_pid=engine_pid, baseline_pid=baseline_pid, api_key_env=api_key_env, progress=progress, say=say)
     emit(result, output, _bench_table)  # shown first: a failed save never loses the results
     if save:
-        try:
-            Path(save).write_text(dumps(versioned(result)) + "\n")  # the document -o json prints
-        except OSError as exc:
-            from specops.errors import InputError
+        from specops.errors import InputError
+        from specops.outputs import write_text
 
-            raise InputError(f"--save {save}: {exc.strerror or exc.__class__.__name__}; the results are printed "
-                             "above", "save them from the output, or give --save a writable path") from None
+        try:
+            write_text(save, dumps(versioned(result)) + "\n", "--save", what="results")  # the document -o json prints
+        except InputError as exc:
+            raise InputError(f"{exc.message}; the results are printed above",
+                             "save them from the output, or give --save a writable path") from None
     if not result.crosscheck_ok:
         console(stderr=True).print("error: the engine's counters disagree with what the client received (see "
                                    "crosscheck). To fix: run on an engine with no other traffic.")
@@ -230,7 +230,8 @@ def _bench_table(result) -> None:
 def doctor_command(
     output: str = typer.Option("table", "--output", "-o", help="table, json or yaml."),
 ) -> None:
-    """Check what is installed and reachable: vLLM, GPUs, registry, Prometheus, cluster. Exit 1 on a problem."""
+    """Check what is installed and reachable: vLLM, GPUs, registry, Prometheus, cluster. Exit 1 on a problem,
+    2 when a check could not evaluate (and none failed)."""
     from specops.api.measure import doctor
     from specops.cli.output import check_format, emit
 
@@ -239,11 +240,13 @@ def doctor_command(
     emit(checks, output, _doctor_lines)
     if any(c.status == "problem" for c in checks):
         raise typer.Exit(1)
+    if any(c.status == "could not evaluate" for c in checks):
+        raise typer.Exit(2)
 
 
 def _doctor_lines(checks) -> None:
     for c in checks:
         line = f"{c.status:<8} {c.name:<11} {c.detail}"
-        if c.fix and c.status == "problem":
+        if c.fix and c.status in ("problem", "could not evaluate"):
             line += f" To fix: {c.fix}"
         typer.echo(line)

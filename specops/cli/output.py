@@ -25,26 +25,11 @@ def check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
 
 
 def check_writable(path: str, flag: str, *, makes_folders: bool = False) -> str:
-    """Refuse an output file that cannot be written, before any work starts (exit 2). ``makes_folders``:
-    the writer creates missing parent folders, so the nearest existing one must be writable."""
-    import os
-    from pathlib import Path
+    """Refuse an output file that cannot be written, before any work starts (exit 2): see
+    :func:`specops.outputs.check_output` (a FIFO or a device is refused too)."""
+    from specops.outputs import check_output
 
-    p = Path(path)
-    try:
-        parent = p.parent if str(p.parent) else Path(".")
-        while makes_folders and not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        problem = ("is a folder" if p.is_dir() else
-                   "has a file name longer than 255 bytes" if len(p.name.encode("utf-8", "surrogateescape")) > 255
-                   else f"is in {parent}, which is not a folder" if not parent.is_dir() else
-                   f"is in {parent}, which is not writable" if not os.access(parent, os.W_OK) else
-                   "exists and is not writable" if p.exists() and not os.access(p, os.W_OK) else None)
-    except (OSError, ValueError) as exc:
-        problem = f"cannot be used ({exc.__class__.__name__})"
-    if problem:
-        shown = path[:120].encode("unicode_escape").decode()
-        raise InputError(f'{flag} "{shown}" {problem}', f"give {flag} a writable file path")
+    check_output(path, flag, makes_folders=makes_folders)
     return path
 
 

@@ -59,6 +59,10 @@ def tune_command(
     from specops.cli.output import check_format, emit
 
     check_format(output, ("table", "json"))
+    if html:
+        from specops.cli.output import check_writable
+
+        check_writable(html, "--html", makes_folders=True)  # before anything is planned or started
     if list_:
         emit(stored(), output, _list_table)
         return

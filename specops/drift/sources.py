@@ -89,10 +89,14 @@ class MetricsSource:
     def _load_state(self) -> dict[str, dict]:
         if not self.state_path or not self.state_path.is_file():
             return {}
+        from specops.errors import ConfigFileError
+        from specops.jsonfile import load_json
+
         try:
-            return json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
+            state = load_json(self.state_path)
+        except ConfigFileError:
             return {}
+        return state if isinstance(state, dict) else {}
 
     def _save_state(self) -> None:
         if not self.state_path or not self.save_state:

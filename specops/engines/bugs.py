@@ -13,7 +13,6 @@ Kubernetes manifest all carry them; recommend, deploy and the gate show the find
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,10 +121,14 @@ def launch_facts(cfg: LaunchConfig, flags: list[str] | None = None, *, vocab: st
         graphs = "full"
         comp = _last_value(flags, "--compilation-config", "-cc")
         if comp:
+            from specops.errors import ConfigFileError
+            from specops.jsonfile import parse_json_text
+
             try:
-                mode = str(json.loads(comp).get("cudagraph_mode", "")).upper()
-            except (ValueError, AttributeError):
-                mode = ""
+                parsed = parse_json_text(comp, "--compilation-config")
+            except ConfigFileError:
+                parsed = None
+            mode = str(parsed.get("cudagraph_mode", "")).upper() if isinstance(parsed, dict) else ""
             graphs = "none" if mode == "NONE" else "piecewise" if mode == "PIECEWISE" else graphs
         if schedule == "on" and runner == "v1":
             graphs = "piecewise"   # vllm/config/vllm.py forces PIECEWISE with a schedule on V1
@@ -257,8 +260,10 @@ HYBRID_KEYS = ("mamba_d_state", "ssm_state_size", "mamba_expand", "linear_num_va
 
 def architecture_of_config(config: dict) -> str:
     """hybrid (Mamba/GDN/linear-attention layers), sliding_window, moe or dense, from a config.json."""
-    c = {**config, **(config.get("text_config") or {})}
-    layer_types = [str(t).lower() for t in (c.get("layer_types") or [])]
+    inner = config.get("text_config")
+    c = {**config, **(inner if isinstance(inner, dict) else {})}
+    types = c.get("layer_types")
+    layer_types = [str(t).lower() for t in types] if isinstance(types, list) else []
     if (str(c.get("model_type", "")).lower() in HYBRID_TYPES or any(k in c for k in HYBRID_KEYS)
             or any(t in ("linear_attention", "mamba", "mamba2", "gdn", "ssm", "conv") for t in layer_types)):
         return "hybrid"
@@ -297,8 +302,14 @@ def cached_snapshot(hub_id: str, revision: str | None = None, env: dict[str, str
     return snap if snap.is_dir() else None
 
 
-def architecture_of_model(model: str, revision: str | None = None, env: dict[str, str] | None = None) -> str | None:
-    """The architecture of a local folder or a cached hub id; None when its config.json is not here."""
+def architecture_of_model(model: str, revision: str | None = None, env: dict[str, str] | None = None, *,
+                          strict: bool = False) -> str | None:
+    """The architecture of a local folder or a cached hub id; None when its config.json is not here.
+    A config.json that is there but wrong is a ConfigFileError with ``strict`` (deploy, about to
+    launch it) and None otherwise (a recorded deployment, judged later)."""
+    from specops.errors import ConfigFileError
+    from specops.modelconfig import read_model_config
+
     folder = Path(model).expanduser()
     cfg_path = folder / "config.json" if folder.is_dir() else None
     if cfg_path is None and "/" in model and not model.startswith(("/", ".", "~")):
@@ -307,8 +318,10 @@ def architecture_of_model(model: str, revision: str | None = None, env: dict[str
     if cfg_path is None or not cfg_path.is_file():
         return None
     try:
-        return architecture_of_config(json.loads(cfg_path.read_text()))
-    except (OSError, ValueError):
+        return architecture_of_config(read_model_config(cfg_path.parent).data)
+    except ConfigFileError:
+        if strict:
+            raise
         return None
 
 
@@ -348,7 +361,8 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
     speculative config): (status pass|warn|fail|error, message, fix, evidence). Nothing is re-rendered:
     the recorded flags are what runs."""
     from specops.engines.argv import LaunchConfig
-    from specops.errors import SpecopsError
+    from specops.errors import ConfigFileError, SpecopsError
+    from specops.jsonfile import parse_json_text
 
     name = deployment.get("name", "?")
     argv = [str(a) for a in deployment.get("argv_redacted") or []]
@@ -356,8 +370,8 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
     version = deployment.get("vllm_version")
     sc = deployment.get("speculative_config") or {}
     try:  # what the engine was given wins over what the record says about it
-        launched = json.loads(_last_value(argv, "--speculative-config", "-sc") or "null")
-    except ValueError:
+        launched = parse_json_text(_last_value(argv, "--speculative-config", "-sc") or "null", "--speculative-config")
+    except ConfigFileError:
         launched = None
     sc = launched if isinstance(launched, dict) else sc
     missing = [what for what, ok in (("launch argv", bool(argv)), ("vLLM version", bool(version))) if not ok]

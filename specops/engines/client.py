@@ -7,7 +7,6 @@ builds its request bodies with :func:`completion_body` from here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from specops.errors import MeasurementError
@@ -70,12 +69,15 @@ class VllmClient:
             fix = ("pass the API key (--api-key-env VAR)" if resp.status == 401 else
                    "check the endpoint, the served model name and the API key")
             raise MeasurementError(f"{self._shown()}{path} answered HTTP {resp.status}", fix)
+        from specops.errors import ConfigFileError
+        from specops.jsonfile import parse_json_text
+
         try:
-            data = json.loads(resp.body)
+            data = parse_json_text(resp.body, f"{self._shown()}{path}", max_bytes=len(resp.body) + 1)
             if not isinstance(data, dict):
                 raise TypeError("not an object")
             return data
-        except (ValueError, TypeError):
+        except (ConfigFileError, TypeError):
             raise MeasurementError(f"{self._shown()}{path} did not answer like an OpenAI-compatible server ({what})",
                                    "point the endpoint at a vLLM server's base URL") from None
 

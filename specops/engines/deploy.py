@@ -254,12 +254,24 @@ def lineage_gate(reg, spec: DeploymentSpec, t, d, version: str, *, force: bool, 
 
 # --- deploy --------------------------------------------------------------------------------------
 
+def _check_local_configs(spec: DeploymentSpec) -> None:
+    """config.json of a local target or draft folder, read the one careful way (specops.modelconfig)."""
+    from specops.modelconfig import read_model_config
+
+    for ref in (spec.target, spec.draft):
+        folder = Path(ref.model).expanduser() if ref is not None and ref.model else None
+        if folder is not None and (folder / "config.json").is_file():
+            read_model_config(folder)
+
+
 def deploy_local(spec: DeploymentSpec, *, spec_path: str | Path | None = None, dry_run: bool = False,
                  force: bool = False, reason: str | None = None, check: bool = True,
                  progress: local.Progress | None = None, registry=None, keep_override: bool = False) -> DeployResult:
     """Deploy ``spec`` as a local vLLM process (see the module docstring for the order of steps)."""
     require_reason(force, reason)
     spec = resolve_paths(spec, spec_path)
+    if not force:  # the engine would fail to load it: one line naming the file and the key, dry runs included
+        _check_local_configs(spec)
     argv, env, version, installed, key_env = prepare(spec, dry_run)
     endpoint = _endpoint(spec)
     result = DeployResult(name=spec.name, dry_run=dry_run, argv=redact_argv(argv), env=local.contained_overrides(env),

@@ -65,9 +65,12 @@ class DeploymentFolder:
 
     def read_engine(self) -> dict | None:
         """engine.json as written by :meth:`write_engine`; None when absent or unreadable."""
+        from specops.errors import ConfigFileError
+        from specops.jsonfile import load_json
+
         try:
-            info = json.loads(self.engine_file.read_text())
-        except (FileNotFoundError, ValueError):
+            info = load_json(self.engine_file)
+        except ConfigFileError:
             return None
         return info if isinstance(info, dict) else None
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -33,8 +34,12 @@ __all__ = [
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(text: str) -> float:
-    """'30s', '5m', '1h', '90' (seconds) -> seconds."""
+MAX_WINDOW_S = 31 * 86400
+"""Longest window accepted (31 days): Prometheus keeps 15 days by default; ``inf`` is no window."""
+
+
+def parse_duration(text: str, *, flag: str = "--window", max_s: float = MAX_WINDOW_S) -> float:
+    """'30s', '5m', '1h', '90' (seconds) -> seconds; finite, above 0 and at most ``max_s``."""
     t = (text or "").strip().lower()
     try:
         if t and t[-1] in _UNITS:
@@ -43,8 +48,11 @@ def parse_duration(text: str) -> float:
             value = float(t)
     except ValueError:
         value = -1
-    if value <= 0:
-        raise InputError(f'window "{text}" is not a duration', "use e.g. 30s, 5m or 1h")
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f'{flag} "{text[:40]}" is not a duration', "use e.g. 30s, 5m or 1h")
+    if value > max_s:
+        raise InputError(f'{flag} "{text[:40]}" is out of range (at most {max_s:g} s)',
+                         f"give {flag} of at most {max_s:g} seconds, e.g. 5m")
     return value
 
 

@@ -15,23 +15,11 @@ import functools
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 from specops.errors import MeasurementError
+from specops.secrets import redact_url  # noqa: F401 - re-exported: messages redact URLs through it
 
 MAX_BODY = 16 * 1024 * 1024  # a vLLM /metrics page is tens of KiB; a /v1/models or PromQL answer less
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced by ``***@`` (for messages; nothing else changes)."""
-    try:
-        parts = urlsplit(str(url))
-    except ValueError:
-        return "<unparseable URL>"
-    if not (parts.username or parts.password) and "@" not in parts.netloc:
-        return str(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
 
 
 @functools.lru_cache(maxsize=1)

@@ -61,6 +61,7 @@ def parse_metrics_text(text: str, source: str = "", taken_at: datetime | None = 
         raise MeasurementError(f"{source or 'the metrics text'} is not Prometheus text format ({first[:120]})",
                                "point --endpoint at a vLLM server (its /metrics page)") from None
     notes: list[str] = []
+    incomplete: set[str] = set()
     for family in families:
         for sample in family.samples:
             if sample.name == "process_start_time_seconds" and process_start is None:
@@ -81,7 +82,13 @@ def parse_metrics_text(text: str, source: str = "", taken_at: datetime | None = 
             g = groups.get(group)
             if g is None:
                 g = groups[group] = GroupValues(group=group, group_label=label)
-            _add(g, short, sample.labels, value, notes)
+            if not _add(g, short, sample.labels, value, notes):
+                incomplete.add(group)
+    for group, g in groups.items():  # a per-position series left out, or a gap: the rest says nothing of γ
+        if g.accepted_per_pos and (group in incomplete or len(g.accepted_per_pos) != max(g.accepted_per_pos) + 1):
+            g.accepted_per_pos = {}
+            _note(notes, f"{group}: the per-position acceptance series are incomplete (a position label that is "
+                         "not a draft position, or a gap): per-position acceptance and γ are not read from them")
     return Snapshot(source=source, taken_at=taken_at, groups=groups, vllm_series=count,
                     process_start=process_start, notes=notes)
 
@@ -100,7 +107,9 @@ def position(text: str) -> int | None:
     return pos if 0 <= pos < MAX_POSITIONS else None
 
 
-def _add(g: GroupValues, short: str, labels: dict[str, str], value: float, notes: list[str]) -> None:
+def _add(g: GroupValues, short: str, labels: dict[str, str], value: float, notes: list[str]) -> bool:
+    """Add one sample to its group; False when it was a per-position sample whose position label is not
+    a number (that series may be a real position: the group's per-position data is then incomplete)."""
     field = _SUMMED.get(short)
     if field is not None:
         setattr(g, field, (getattr(g, field) or 0.0) + value)
@@ -108,14 +117,21 @@ def _add(g: GroupValues, short: str, labels: dict[str, str], value: float, notes
         pos = position(labels["position"])
         if pos is None:
             _note(notes, f'position="{labels["position"][:20]}" is not a draft position (0-{MAX_POSITIONS - 1}): ignored')
-            return
+            try:  # a number out of range is no real position; a label that is no number may hide one
+                int(labels["position"])
+            except (TypeError, ValueError):
+                return False
+            return True
         g.accepted_per_pos[pos] = g.accepted_per_pos.get(pos, 0.0) + value
     elif short == TPOT_BUCKET and "le" in labels:
         try:
             le = float(labels["le"])  # "+Inf" parses to inf
         except ValueError:
             _note(notes, f'le="{labels["le"][:20]}" is not a bucket bound: ignored')
-            return
+            return True
         g.tpot_buckets[le] = g.tpot_buckets.get(le, 0.0) + value
     elif short == KV_USAGE:
         g.kv_cache_usage = value if g.kv_cache_usage is None else max(g.kv_cache_usage, value)
+    return True
+
+

@@ -92,11 +92,11 @@ class PrometheusReader:
 
     def __init__(self, url: str, token: str | None = None, verify: bool | str = True, timeout: float = 10.0,
                  budget_s: float = 30.0):
-        from urllib.parse import urlsplit
+        from specops.secrets import url_credentials
 
-        parts = urlsplit(url)
-        if parts.username or parts.password or "@" in parts.netloc:  # echoed in errors, reports, the registry
-            raise InputError("the Prometheus URL contains credentials",
+        found = url_credentials(url)
+        if found:  # the URL is echoed in errors, reports and validation rows: no secret may ride in it
+            raise InputError(f"the Prometheus URL contains credentials ({', '.join(found)})",
                              "remove them from the URL and put a bearer token in SPECOPS_PROMETHEUS_TOKEN "
                              "(or the file named by prometheus_token_file)")
         self.url = url.rstrip("/")
@@ -113,7 +113,6 @@ class PrometheusReader:
 
     def query(self, promql: str, at: datetime | None = None) -> list[dict]:
         """One instant query: its result, a list of ``{metric, value}`` samples (MeasurementError otherwise)."""
-        import json
         import time
 
         from specops.metrics.http import exchange
@@ -136,9 +135,12 @@ class PrometheusReader:
                           params=params, verify=self.verify, fix=reach,
                           slow_fix="a healthy Prometheus answers an instant query in well under a second",
                           who=f"Prometheus at {self.url}")
+        from specops.errors import ConfigFileError
+        from specops.jsonfile import parse_json_text
+
         try:
-            data = json.loads(answer.body)
-        except ValueError:
+            data = parse_json_text(answer.body, "Prometheus", max_bytes=len(answer.body) + 1)
+        except ConfigFileError:
             data = None
         if answer.status in (401, 403):
             raise MeasurementError(f"Prometheus at {self.url} refused the query (HTTP {answer.status})",

@@ -18,8 +18,11 @@ def base_url(endpoint: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InputError(f'endpoint "{redact_url(endpoint)}" is not an http(s) URL',
                          "pass the engine's base URL, e.g. http://127.0.0.1:8000")
-    if parts.username or parts.password:
-        raise InputError("the endpoint URL contains credentials",
+    from specops.secrets import url_credentials
+
+    found = url_credentials(endpoint)
+    if found:
+        raise InputError(f"the endpoint URL contains credentials ({', '.join(found)})",
                          "remove them from the URL; pass an API key by environment variable (--api-key-env)")
     path = parts.path.rstrip("/")
     for suffix in ("/metrics", "/v1"):

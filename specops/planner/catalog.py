@@ -211,55 +211,77 @@ def generic_model(model_id: str, params_b: float, active_params_b: float | None 
 
 
 def model_from_config_dir(path: Path, *, params_b: float | None = None) -> ModelSpec:
-    """Read a local Hugging Face folder's config.json (and its quantization_config)."""
+    """Read a local Hugging Face folder's config.json (and its quantization_config); every figure is
+    typed and range-checked (a count of 0, a string, 1e400 are one line naming the key, exit 2)."""
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise InputError(f"{path} has no config.json", "point --model at a Hugging Face model folder")
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {cfg_path}: {exc.__class__.__name__}", "fix the JSON file") from None
+    from specops.modelconfig import read_model_config
+
+    top = read_model_config(path)
     from specops.engines.bugs import architecture_of_config
 
-    architecture = architecture_of_config(cfg)
-    cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
-    try:
-        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"{cfg_path} lacks hidden_size/num_hidden_layers", "use a decoder-only model folder") from None
-    heads = int(cfg.get("num_attention_heads", max(1, hidden // 128)))
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    vocab = int(cfg.get("vocab_size", 32000))
-    inter = int(cfg.get("intermediate_size", 4 * hidden))
-    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
-    top_k = cfg.get("num_experts_per_tok")
-    moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+    architecture = architecture_of_config(top.data)
+    cfg = top
+    if "hidden_size" not in top:
+        cfg = top.obj("text_config") or top
+    if "hidden_size" not in cfg or "num_hidden_layers" not in cfg:
+        raise InputError(f"{cfg_path} lacks hidden_size/num_hidden_layers", "use a decoder-only model folder")
+    big = 1 << 24
+    hidden, layers = cfg.int("hidden_size", 1, big), cfg.int("num_hidden_layers", 1, 100_000)
+    heads = cfg.int("num_attention_heads", 1, 1 << 16, max(1, hidden // 128))
+    kv_heads = cfg.int("num_key_value_heads", 1, heads, heads)
+    head_dim = cfg.int("head_dim", 1, big, max(1, hidden // heads))
+    vocab = cfg.int("vocab_size", 1, 1 << 26, 32000)
+    inter = cfg.int("intermediate_size", 1, 1 << 26, 4 * hidden)
+    experts = next((cfg.int(k, 0, 1 << 16) for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                    if cfg.raw(k)), None)
+    top_k = cfg.int("num_experts_per_tok", 0, experts or 1 << 16, None)
+    moe_inter = cfg.int("moe_intermediate_size", 0, 1 << 26, None) or inter
     attn = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2
     if experts and top_k:
-        mlp_total, mlp_active = 3 * hidden * moe_inter * int(experts), 3 * hidden * moe_inter * int(top_k)
+        mlp_total, mlp_active = 3 * hidden * moe_inter * experts, 3 * hidden * moe_inter * top_k
     else:
         mlp_total = mlp_active = 3 * hidden * inter
-    emb = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    emb = vocab * hidden * (1 if cfg.raw("tie_word_embeddings") is True else 2)
     total = layers * (attn + mlp_total) + emb
     active = layers * (attn + mlp_active) + emb
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    dtype = str(cfg.raw("torch_dtype") or cfg.raw("dtype") or "bfloat16")
     dtype = dtype if dtype in ("bfloat16", "float16", "float32") else "bfloat16"
     bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
-    quant = cfg.get("quantization_config") or {}
+    quant = cfg.obj("quantization_config")
     qname = None
-    if quant:
-        qm = str(quant.get("quant_method", "")).lower()
+    if quant is not None and quant.data:
+        qm = str(quant.raw("quant_method", "")).lower()[:40]
         qname = qm or None
-        bits = float(quant.get("bits") or quant.get("w_bit") or (8 if "fp8" in qm else 4))
+        bits = quant.number("bits", 1, 32, None) or quant.number("w_bit", 1, 32, None) or (8 if "fp8" in qm else 4)
+    from pydantic import ValidationError
+
+    try:
+        return _config_spec(path, cfg_path, params_b or total / 1e9, (active / 1e9) if experts and top_k else None,
+                            cfg, layers, hidden, heads, kv_heads, head_dim, vocab, dtype, bits, experts, top_k, qname,
+                            architecture)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        from specops.errors import ConfigFileError
+
+        raise ConfigFileError(f"its figures give an impossible model ({where}: {err.get('msg')})",
+                              "correct config.json (or pass --params-b)", path=str(cfg_path)) from None
+
+
+def _config_spec(path, cfg_path, params_b, active_b, cfg, layers, hidden, heads, kv_heads, head_dim, vocab, dtype,
+                 bits, experts, top_k, qname, architecture) -> ModelSpec:
     return ModelSpec(
-        id=str(path), params_b=params_b or total / 1e9,
-        active_params_b=(active / 1e9) if experts and top_k else None,
+        id=str(path), params_b=params_b,
+        active_params_b=active_b,
         layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
-        max_context=int(cfg.get("max_position_embeddings", 4096)), dtype=dtype, weight_bits=bits,
-        experts=int(experts) if experts and top_k else None, experts_per_token=int(top_k) if experts and top_k else None,
-        kv_lora_rank=cfg.get("kv_lora_rank"), kv_rope_dim=cfg.get("qk_rope_head_dim"),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers") or 0),
+        max_context=cfg.int("max_position_embeddings", 1, 1 << 31, 4096), dtype=dtype, weight_bits=bits,
+        experts=experts if experts and top_k else None, experts_per_token=top_k if experts and top_k else None,
+        kv_lora_rank=cfg.int("kv_lora_rank", 1, 1 << 24, None),
+        kv_rope_dim=cfg.int("qk_rope_head_dim", 0, 1 << 24, None),
+        mtp_layers=(cfg.int("num_nextn_predict_layers", 0, 1000, None)
+                    or cfg.int("mtp_num_hidden_layers", 0, 1000, None) or 0),
         quantization=qname, architecture=architecture,
         source=f"{cfg_path} (config.json)",
     )
@@ -274,7 +296,9 @@ def draft_from_name(name: str, target: ModelSpec, catalogs: Catalogs) -> DraftRe
     lowered = name.lower()
     if path.is_dir():
         cfg_file = path / "config.json"
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+        from specops.modelconfig import read_model_config
+
+        cfg = read_model_config(path).data if cfg_file.is_file() else {}
         text = json.dumps(cfg).lower()
         if "eagle3" in text or "eagle-3" in text:
             from specops.speculation import eagle_generation

@@ -33,10 +33,10 @@ class GPU(_Strict):
 
     name: str = Field(description="Catalog name, e.g. H100 (SXM).")
     aliases: list[str] = Field(default_factory=list, description="Other accepted spellings.")
-    memory_gib: float = Field(gt=0, description="On-board memory per GPU (GiB).")
-    bandwidth_gbs: float = Field(gt=0, description="Peak memory bandwidth (GB/s).")
-    bf16_tflops: float = Field(gt=0, description="Dense BF16 tensor TFLOP/s.")
-    fp8_tflops: float | None = Field(None, gt=0, description="Dense FP8 tensor TFLOP/s (null: no FP8).")
+    memory_gib: float = Field(gt=0, le=65536, description="On-board memory per GPU (GiB; at most 64 TiB).")
+    bandwidth_gbs: float = Field(gt=0, le=1e6, description="Peak memory bandwidth (GB/s; at most 1 PB/s).")
+    bf16_tflops: float = Field(gt=0, le=1e6, description="Dense BF16 tensor TFLOP/s (at most 10^6).")
+    fp8_tflops: float | None = Field(None, gt=0, le=2e6, description="Dense FP8 tensor TFLOP/s (null: no FP8).")
     interconnect: Literal["nvlink", "pcie", "xgmi", "none"] = Field("pcie", description="GPU-to-GPU link.")
     source: str = Field(description="Where the numbers come from.")
 
@@ -66,8 +66,8 @@ class ModelSpec(_Strict):
 
     id: str = Field(description="Hub id or local path.")
     names: list[str] = Field(default_factory=list, description="Short names accepted on the command line.")
-    params_b: float = Field(gt=0, description="Total parameters (billions).")
-    active_params_b: float | None = Field(None, gt=0, description="Parameters active per token (MoE).")
+    params_b: float = Field(gt=0, le=1e5, description="Total parameters (billions; at most 10^5).")
+    active_params_b: float | None = Field(None, gt=0, le=1e5, description="Parameters active per token (MoE).")
     layers: int = Field(ge=1, description="Decoder layers.")
     hidden: int = Field(ge=1, description="Hidden size.")
     heads: int = Field(ge=1, description="Attention heads.")
@@ -168,8 +168,9 @@ class RecommendRequest(_Strict):
     """Inputs of one recommendation (the CLI flags, validated)."""
 
     model: str = Field(description="Catalog name, hub id, or local Hugging Face folder.")
-    params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters (billions) for unknown models.")
-    active_params_b: float | None = Field(None, gt=0, allow_inf_nan=False, description="Parameters active per "
+    params_b: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False,
+                                   description="Parameters (billions) for unknown models.")
+    active_params_b: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False, description="Parameters active per "
                                           "token (billions) for unknown mixture-of-experts models (with params_b).")
     quantization: Quantization | None = Field(None, description="Weight quantization: fp8, int8, awq, gptq, nvfp4.")
     gpu: str = Field(description="GPU catalog name (H100, A100-80GB, L4, cpu, ...).")

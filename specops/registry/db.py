@@ -42,13 +42,15 @@ def utc_stamp() -> str:
 
 
 def redact_url(url: str) -> str:
-    """Hide a password in a database URL (for messages)."""
+    """Hide a password in a database URL, in its user info or its query (for messages)."""
     from sqlalchemy.engine import make_url
 
+    from specops.secrets import redact_url as redact_any
+
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is reported as given
-        return url.split("@")[-1]
+        return redact_any(make_url(url).render_as_string(hide_password=True))
+    except Exception:  # noqa: BLE001 - an unparsable URL is reported without what precedes an @
+        return redact_any(url.split("@")[-1])
 
 
 def make_engine(url: str) -> Engine:

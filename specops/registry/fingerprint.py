@@ -21,11 +21,10 @@ hash: it is what "the draft was trained against this target" is checked against.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
-from specops.errors import ConfigFileError, InputError
+from specops.errors import InputError
 from specops.speculation import DRAFT_CONFIG_TYPES
 from specops.speculation import eagle_generation as eagle_markers
 
@@ -92,15 +91,29 @@ def tokenizer_facts(folder: Path) -> tuple[str | None, int | None]:
     size = None
     tj = folder / "tokenizer.json"
     if tj.is_file():
-        try:
-            data = json.loads(tj.read_text(encoding="utf-8"))
-            vocab = (data.get("model") or {}).get("vocab") or {}
-            ids = set(vocab.values()) if isinstance(vocab, dict) else set(range(len(vocab)))
-            ids |= {t.get("id") for t in data.get("added_tokens") or [] if isinstance(t, dict)}
-            size = len(ids)
-        except (ValueError, AttributeError):
-            size = None
+        from specops.jsonfile import TOKENIZER_MAX_BYTES, load_json
+
+        data = load_json(tj, fix="re-save the tokenizer with save_pretrained", max_bytes=TOKENIZER_MAX_BYTES)
+        size = tokenizer_vocab_size(data)
     return ("t1:" + h.hexdigest()) if found else None, size
+
+
+def tokenizer_vocab_size(data) -> int | None:
+    """Distinct token ids in a parsed tokenizer.json (its model vocab and added tokens); None when it
+    is not shaped like one."""
+    if not isinstance(data, dict):
+        return None
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    vocab = model.get("vocab") or {}
+    if isinstance(vocab, dict):
+        ids = {v for v in vocab.values() if isinstance(v, int)}
+    elif isinstance(vocab, list):
+        ids = set(range(len(vocab)))
+    else:
+        return None
+    added = data.get("added_tokens") if isinstance(data.get("added_tokens"), list) else []
+    ids |= {t.get("id") for t in added if isinstance(t, dict) and isinstance(t.get("id"), int)}
+    return len(ids)
 
 
 def read_config(folder: Path) -> tuple[dict, bytes]:
@@ -114,21 +127,13 @@ def read_config(folder: Path) -> tuple[dict, bytes]:
     if not cfg.is_file():
         raise InputError(f"no config.json in {folder}",
                          "point at a Hugging Face model folder (save it with save_pretrained)")
+    from specops.modelconfig import read_model_config
+
+    data = read_model_config(folder).data
     try:
         raw = cfg.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {cfg}: {exc.strerror}", f"make {cfg} readable (chmod a+r)") from exc
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError("config.json is not UTF-8 text", "re-save it with save_pretrained", path=str(cfg)) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigFileError(f"config.json is not valid JSON ({exc.msg})",
-                              "fix the JSON or re-save the model with save_pretrained",
-                              path=str(cfg), line=exc.lineno) from exc
-    if not isinstance(data, dict):
-        raise ConfigFileError("config.json must be a JSON object", "re-save the model with save_pretrained",
-                              path=str(cfg), line=1)
     return data, raw
 
 

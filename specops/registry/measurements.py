@@ -168,10 +168,13 @@ class MeasurementsMixin(DeploymentsMixin):
                               actor: str | None = None) -> ValidationRunPublic:
         def work(s: Session) -> ValidationRunPublic:
             dep = self._dep(s, deployment)
-            items = [f.model_dump(mode="json") if isinstance(f, Finding) else Finding.model_validate(f).model_dump(
-                mode="json") for f in findings or []]
+            from specops.secrets import redact_data
+
+            items = redact_data([f.model_dump(mode="json") if isinstance(f, Finding) else
+                                 Finding.model_validate(f).model_dump(mode="json") for f in findings or []])
+            summary_ = redact_data(summary)
             create = ValidationRunCreate(deployment_id=dep.id, checklist=checklist, passed=passed, findings=items,
-                                         summary=summary, started_at=to_utc(started_at) or utcnow(),
+                                         summary=summary_, started_at=to_utc(started_at) or utcnow(),
                                          finished_at=to_utc(finished_at) or utcnow())
             row = _validated(ValidationRun, create)
             s.add(row)

@@ -94,8 +94,21 @@ class Target(TargetBase, table=True):
     created_at: UTCDatetime = Field(default_factory=utcnow)
 
 
+def _label(value):
+    from specops.models import label_problem
+
+    problem = None if value is None else label_problem(value)
+    if problem:
+        raise ValueError(f"{problem}. To fix: use printable characters: no tabs, line breaks or invisible characters")
+    return value
+
+
+_LABEL = AfterValidator(_label)
+
+
 class TargetCreate(TargetBase):
-    pass
+    name: Annotated[str, _LABEL] = Field(max_length=200, description="Model name (default: folder name or hub id).")
+    version: Annotated[str, _LABEL] = Field(max_length=100, description="Version label.")
 
 
 class TargetPublic(TargetBase):
@@ -129,7 +142,8 @@ class Draft(DraftBase, table=True):
 
 
 class DraftCreate(DraftBase):
-    pass
+    name: Annotated[str, _LABEL] = Field(max_length=200, description="Draft name.")
+    version: Annotated[str, _LABEL] = Field(max_length=100, description="Draft version label.")
 
 
 class DraftPublic(DraftBase):
@@ -179,6 +193,12 @@ class DeploymentCreate(DeploymentBase):
     something else never stops a listing; the monitor skips it and says why)."""
 
     num_speculative_tokens: int | None = Field(default=None, ge=0, le=64, description="γ (0-64).")
+    served_model_name: Annotated[str | None, _LABEL] = Field(default=None, max_length=200,
+                                                             description="--served-model-name.")
+    target_ref: Annotated[str | None, _LABEL] = Field(default=None, max_length=300, description="Target NAME@VERSION.")
+    draft_ref: Annotated[str | None, _LABEL] = Field(default=None, max_length=300, description="Draft NAME@VERSION.")
+    pid: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Local server pid.")
+    port: int | None = Field(default=None, ge=1, le=65535, description="Local port.")
 
 
 class DeploymentPublic(DeploymentBase):

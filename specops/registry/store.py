@@ -70,8 +70,10 @@ def _validate(create_cls, data: dict):
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{field}: {err['msg']} (got {err.get('input')!r})",
-                         f"see the {create_cls.__name__.removesuffix('Create')} fields in specops.registry") from exc
+        msg, _, fix = str(err["msg"]).removeprefix("Value error, ").partition(" To fix: ")
+        shown = repr(err.get("input"))[:80]
+        raise InputError(f"{field}: {msg} (got {shown})",
+                         fix or f"see the {create_cls.__name__.removesuffix('Create')} fields in specops.registry") from exc
 
 
 def _validated(table_cls, create_obj):
@@ -226,10 +228,14 @@ class ModelsMixin(RegistryBase):
 
         Re-registering the same artifact under the same name without --version returns the existing
         row; an explicit version that exists already is an InputError (nothing is written)."""
+        from specops.models import check_label
         from specops.registry.fingerprint import inspect_artifact
 
+        for value, what in ((name, "--name"), (version, "--version")):
+            if value is not None:
+                check_label(value, what)
         facts = inspect_artifact(str(path_or_id))
-        name = name or _default_name(facts)
+        name = check_label(name or _default_name(facts), "target name")
 
         def work(s: Session) -> TargetPublic:
             existing = self._check_new(s, Target, "target", name, version, facts.get("fingerprint"))
@@ -268,7 +274,12 @@ class ModelsMixin(RegistryBase):
         if method is None:
             raise InputError(f"cannot tell the speculative method of {path_or_id} from its config",
                              "pass --method (eagle3, eagle, draft_model, mtp, medusa, ngram, suffix, ...)")
-        name = name or (path_or_id if weightless else _default_name(facts))
+        from specops.models import check_label
+
+        for value, what in ((name, "--name"), (version, "--version")):
+            if value is not None:
+                check_label(value, what)
+        name = check_label(name or (path_or_id if weightless else _default_name(facts)), "draft name")
 
         def work(s: Session) -> tuple[DraftPublic, list[Finding]]:
             t = self._find(s, Target, target, "target")

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
-from specops.errors import ConfigFileError, InputError
+from specops.errors import InputError
 from specops.models import Strict
 from specops.registry.measurements import MeasurementsMixin, aggregate
 from specops.registry.migrations import MIGRATIONS
@@ -84,7 +84,9 @@ class TransferMixin(MeasurementsMixin):
                                    for j in s.exec(select(RetrainJob).order_by(RetrainJob.id)).all()]
             if with_events:
                 doc["events"] = [_dump(e, {"id"}) for e in s.exec(select(Event).order_by(Event.id)).all()]
-            return doc
+            from specops.secrets import redact_data
+
+            return redact_data(doc)  # rows written before secrets were caught in every spelling
         return self._tx(work, write=False)
 
     def import_data(self, doc: dict, *, source: str = "import") -> dict[str, int]:
@@ -96,7 +98,15 @@ class TransferMixin(MeasurementsMixin):
                              f"{FORMAT_VERSION}", "export it again with this specops version")
 
         _check_shape(doc, source)
+        from specops.secrets import find_secrets
 
+        secret = find_secrets({k: v for k, v in doc.items() if k in SECTIONS})
+        if secret:
+            raise InputError(f"{source}: {secret[0]} carries a secret (a credential in a URL, an unredacted "
+                             f"argv value or a key){f' and {len(secret) - 1} more place(s)' if len(secret) > 1 else ''}"
+                             "; nothing was imported",
+                             "remove it (pass API keys by environment variable: api_key_env), or export the "
+                             "registry again with this specops, which redacts them")
         def work(s: Session) -> dict[str, int]:
             counts: dict[str, int] = {}
             tids = _insert_models(s, Target, TargetCreate, doc.get("targets", []), source, "target", {})
@@ -194,6 +204,8 @@ def _check_shape(doc: dict, source: str) -> None:
                 raise InputError(f"{source}: {key}[{i}] must be an object, got {type(item).__name__}",
                                  "give a file written by `specops lineage export`")
             _check_ints(item, f"{source}: {key}[{i}]")
+            if key == "deployments":
+                _check_deployment(item, f"{source}: {key}[{i}]")
             names = [item.get("name")] if key == "deployments" else (
                 [item["deployment"]] if "deployment" in item and key != "events" else [])
             for name in names:
@@ -201,6 +213,34 @@ def _check_shape(doc: dict, source: str) -> None:
                     check_deployment_name(name)
                 except InputError as exc:
                     raise InputError(f"{source}: {key}[{i}]: {exc.message}", exc.fix) from None
+
+
+def _check_deployment(item: dict, where: str) -> None:
+    """A deployment's method is one vLLM knows and its endpoint an http(s) URL without credentials."""
+    from specops.speculation import METHODS
+
+    method = item.get("method")
+    if method is not None and method not in METHODS:
+        from specops.errors import unknown
+
+        err = unknown("method", str(method)[:40], METHODS)
+        raise InputError(f"{where}.method: {err.message}", err.fix)
+    endpoint = item.get("endpoint")
+    if endpoint is not None:
+        from urllib.parse import urlsplit
+
+        from specops.secrets import url_credentials
+
+        try:
+            parts = urlsplit(str(endpoint))
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InputError(f"{where}.endpoint is not an http(s) URL",
+                             "give the engine's base URL, e.g. http://127.0.0.1:8000")
+        if url_credentials(str(endpoint)):
+            raise InputError(f"{where}.endpoint contains credentials",
+                             "remove them from the URL; pass an API key by environment variable (api_key_env)")
 
 
 def _check_ints(value, where: str) -> None:
@@ -227,8 +267,20 @@ def _checked(create_cls, item: dict, source: str, where: str, keep: tuple[str, .
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(f"{source}: {where}.{loc}: {err['msg']}", "fix the file or export it again") from exc
     for k, v in extra.items():
-        extra[k] = to_utc(v)
+        extra[k] = _timestamp(v, f"{source}: {where}.{k}")
     return {**data, **extra}
+
+
+def _timestamp(value, where: str):
+    """An ISO 8601 timestamp of an export ("2026-01-02T03:04:05Z"); anything else is one line."""
+    try:
+        if isinstance(value, str) and len(value) <= 64:
+            return to_utc(value)
+    except ValueError:
+        pass
+    shown = json.dumps(value)[:40] if not isinstance(value, (dict, list)) else type(value).__name__
+    raise InputError(f"{where} is {shown}, not an ISO 8601 timestamp",
+                     'write it as lineage export does, e.g. "2026-01-02T03:04:05.000000Z"')
 
 
 def _insert_models(s: Session, table, create_cls, items: list[dict], source: str, kind: str,
@@ -286,19 +338,6 @@ def load_export(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"export file {p} does not exist", "give the file written by `specops lineage export --file`")
-    from specops.yamlfile import check_size
+    from specops.jsonfile import load_json
 
-    check_size(p, EXPORT_MAX_BYTES)
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise ConfigFileError("nested too deeply", "give a file written by `specops lineage export`",
-                              path=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigFileError(f"not valid JSON ({exc.msg})", "give a file written by `specops lineage export`",
-                              path=str(p), line=exc.lineno) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {p}: {exc.__class__.__name__}", "make it a readable UTF-8 JSON file") from exc
-    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
-        raise ConfigFileError(f"not a valid export ({str(exc)[:120]})",
-                              "give a file written by `specops lineage export`", path=str(p)) from None
+    return load_json(p, fix="give a file written by `specops lineage export`", max_bytes=EXPORT_MAX_BYTES)

@@ -134,6 +134,19 @@ class TuneMixin(RegistryBase):
             return CalibrationPublic.model_validate(row.model_dump())
         return self._tx(work)
 
+    def delete_calibration(self, name: str, revision: int) -> bool:
+        """Remove one revision (what ``tune`` stored for a report it then failed to write); True when
+        it was there. The event log keeps a ``calibration.removed`` event."""
+        def work(s: Session) -> bool:
+            row = s.exec(select(Calibration).where(Calibration.name == name, Calibration.revision == revision)).first()
+            if row is None:
+                return False
+            s.delete(row)
+            self._event(s, "calibration.removed", f"{name}@{revision}",
+                        f"calibration {name}@{revision} removed: its report could not be written", actor="specops tune")
+            return True
+        return self._tx(work)
+
     def get_calibration(self, ref: str) -> CalibrationPublic:
         """``NAME`` (newest revision) or ``NAME@REVISION``."""
         name, _, rev = (ref or "").partition("@")

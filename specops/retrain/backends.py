@@ -20,7 +20,7 @@ from pydantic import Field
 from specops.errors import InputError, unknown
 from specops.models import Strict
 from specops.retrain.prompts import data_sha256, write_prompts
-from specops.retrain.types import BACKENDS, TrainResult
+from specops.retrain.types import BACKENDS, TrainResult, params_of
 
 StepCallback = Callable[[int, float], None]
 
@@ -78,7 +78,7 @@ class LocalBackend:
     def plan(self, ctx: TrainContext) -> list[list[str]]:
         from specops.retrain.local import LocalParams
 
-        LocalParams(**ctx.params)  # validate early, dry runs included
+        params_of(LocalParams, ctx.params)  # validate early, dry runs included
         prompts_file, params_file = self._files(ctx)
         argv = [sys.executable, "-m", "specops.retrain.local", "--target", ctx.target_dir, "--prompts",
                 str(prompts_file), "--out", str(ctx.out_dir), "--params", str(params_file)]
@@ -89,7 +89,7 @@ class LocalBackend:
     def run(self, ctx: TrainContext, on_step: StepCallback | None = None) -> TrainResult:
         from specops.retrain.local import LocalParams, distill
 
-        params = LocalParams(**ctx.params)
+        params = params_of(LocalParams, ctx.params)
         prompts_file, params_file = self._files(ctx)
         write_prompts(ctx.prompts, prompts_file)
         params_file.write_text(json.dumps(params.model_dump(), indent=2) + "\n")

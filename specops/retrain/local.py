@@ -56,7 +56,9 @@ class LocalParams(Strict):
 def _compatible(incumbent_dir: Path | None, target_cfg: dict) -> bool:
     if incumbent_dir is None or not (incumbent_dir / "config.json").is_file():
         return False
-    cfg = json.loads((incumbent_dir / "config.json").read_text())
+    from specops.modelconfig import read_model_config
+
+    cfg = read_model_config(incumbent_dir).data
     return (cfg.get("vocab_size") == target_cfg.get("vocab_size")
             and "LlamaForCausalLM" in (cfg.get("architectures") or []))
 
@@ -66,9 +68,10 @@ def build_draft(target_dir: Path, incumbent_dir: Path | None, params: LocalParam
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from specops.modelconfig import read_model_config
     from specops.retrain.hf import load_causal_lm
 
-    tcfg = json.loads((target_dir / "config.json").read_text())
+    tcfg = read_model_config(target_dir).data
     use_incumbent = params.init != "fresh" and _compatible(incumbent_dir, tcfg)
     if params.init == "incumbent" and not use_incumbent:
         raise InputError(f"the incumbent draft {incumbent_dir} is not a LlamaForCausalLM with the target's vocab "
@@ -202,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--incumbent")
     ap.add_argument("--params", help="JSON file with LocalParams fields")
     args = ap.parse_args(argv)
-    params = LocalParams(**json.loads(Path(args.params).read_text())) if args.params else LocalParams()
+    from specops.jsonfile import load_json, validate_json
+
+    params = (validate_json(load_json(args.params), LocalParams, args.params) if args.params else LocalParams())
     metrics = distill(args.target, load_prompts(args.prompts), args.out, incumbent_dir=args.incumbent, params=params)
     print(json.dumps(metrics))
     return 0

@@ -20,6 +20,7 @@ import random
 from pathlib import Path
 
 from specops.errors import ConfigFileError, InputError
+from specops.jsonfile import parse_json_text
 
 
 def traffic_path(deployment: str) -> Path:
@@ -54,11 +55,7 @@ def load_prompts(path: str | Path, limit: int | None = None) -> list[str]:
         for n, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigFileError(f"not JSON: {exc.msg}", "write one JSON object per line",
-                                      path=str(p), line=n) from None
+            obj = parse_json_text(raw, str(p), fix="write one JSON object per line", line=n)
             text = _text(obj, p, n)
             if text.strip():
                 prompts.append(text)

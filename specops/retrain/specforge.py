@@ -32,7 +32,7 @@ from specops.models import Strict
 from specops.retrain.backends import TrainContext, package_versions
 from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
-from specops.retrain.types import TrainResult
+from specops.retrain.types import TrainResult, params_of
 
 
 class SpecForgeParams(Strict):
@@ -60,7 +60,9 @@ def draft_config(target_dir: str) -> dict:
     if not path.is_file():
         raise InputError(f"the specforge backend needs the target's config.json ({path} is missing)",
                          "register the target from a local folder (or a mounted copy of the hub snapshot)")
-    t = json.loads(path.read_text())
+    from specops.modelconfig import read_model_config
+
+    t = read_model_config(path.parent).data
     keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
             "max_position_embeddings", "rms_norm_eps", "rope_theta", "bos_token_id", "eos_token_id", "hidden_act")
     cfg = {k: t[k] for k in keys if k in t}
@@ -94,7 +96,7 @@ class SpecForgeBackend(PipelineBackend):
     method = "eagle3"
 
     def pipeline(self, ctx: TrainContext) -> Pipeline:
-        p = SpecForgeParams(**ctx.params)
+        p = params_of(SpecForgeParams, ctx.params)
         work, inp = ctx.work_dir, f"{ctx.work_dir}/input"
         respond = [p.python, "-m", "specops.retrain.respond",
                    "--endpoint", p.endpoint, "--model", p.served_model_name, "--prompts", f"{inp}/prompts.jsonl",
@@ -111,7 +113,7 @@ class SpecForgeBackend(PipelineBackend):
 
 
     def result(self, ctx: TrainContext, pipe: Pipeline, dry_run: bool = False) -> TrainResult:
-        p = SpecForgeParams(**ctx.params)
+        p = params_of(SpecForgeParams, ctx.params)
         return TrainResult(backend="specforge", output_dir=pipe.output_dir, commands=pipe.commands,
                            data_sha256=data_sha256(ctx.prompts),
                            trained_on=f"{len(ctx.prompts)} prompts from {ctx.data_source}, target answers "

@@ -35,7 +35,7 @@ from specops.models import Strict
 from specops.retrain.backends import TrainContext, package_versions
 from specops.retrain.pipeline import Pipeline, PipelineBackend
 from specops.retrain.prompts import data_sha256
-from specops.retrain.types import TrainResult
+from specops.retrain.types import TrainResult, params_of
 
 
 class SpeculatorsParams(Strict):
@@ -61,7 +61,9 @@ class SpeculatorsParams(Strict):
 def _is_speculators_eagle3(path: str | None) -> bool:
     if not path or not (Path(path) / "config.json").is_file():
         return False
-    cfg = json.loads((Path(path) / "config.json").read_text())
+    from specops.modelconfig import read_model_config
+
+    cfg = read_model_config(path).data
     return cfg.get("speculators_model_type") == "eagle3"
 
 
@@ -79,7 +81,7 @@ class SpeculatorsBackend(PipelineBackend):
     method = "eagle3"
 
     def pipeline(self, ctx: TrainContext) -> Pipeline:
-        p = SpeculatorsParams(**ctx.params)
+        p = params_of(SpeculatorsParams, ctx.params)
         work = ctx.work_dir
         inp, data, ckpt = f"{work}/input", f"{work}/data", f"{work}/checkpoints"
         hs = (p.hidden_states_endpoint or p.endpoint).rstrip("/")
@@ -116,7 +118,7 @@ class SpeculatorsBackend(PipelineBackend):
 
 
     def result(self, ctx: TrainContext, pipe: Pipeline, dry_run: bool = False) -> TrainResult:
-        p = SpeculatorsParams(**ctx.params)
+        p = params_of(SpeculatorsParams, ctx.params)
         return TrainResult(backend="speculators", output_dir=pipe.output_dir, commands=pipe.commands,
                            data_sha256=data_sha256(ctx.prompts),
                            trained_on=f"{len(ctx.prompts)} prompts from {ctx.data_source}, target responses "

@@ -71,3 +71,11 @@ class TrainResult(_Model):
     initialised_from: str | None = Field(default=None, description="Incumbent folder the weights started from.")
     metrics: dict = Field(default_factory=dict, description="Losses, step counts, seconds.")
     dry_run: bool = Field(default=False, description="Nothing was run; commands are what would run.")
+
+
+def params_of(model: type, params: dict):
+    """``retrain --params`` validated as a backend's parameter model; a wrong key or value is one line
+    naming it (exit 2), never a pydantic traceback."""
+    from specops.jsonfile import validate_json
+
+    return validate_json(params, model, "--params", fix=f"use the {model.__name__} keys and ranges in docs/retrain.md")

@@ -85,6 +85,12 @@ def save_calibration(cal: TuneCalibration, registry=None) -> TuneCalibration:
     return cal.model_copy(update={"revision": row.revision})
 
 
+def forget_calibration(cal: TuneCalibration, registry=None) -> None:
+    """Undo :func:`save_calibration` of ``cal`` (its revision), e.g. when the run's report failed."""
+    if cal.revision is not None:
+        _open(registry).delete_calibration(cal.name, cal.revision)
+
+
 def _from_row(row) -> TuneCalibration:
     return TuneCalibration.model_validate({**row.document, "name": row.name, "revision": row.revision})
 

@@ -13,7 +13,6 @@ Runs made before the registry had these tables kept ``run.json`` and ``points.js
 
 from __future__ import annotations
 
-import json
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -94,16 +93,15 @@ def import_legacy_run(folder: Path, registry) -> bool:
     meta_path = folder / "run.json"
     if not meta_path.is_file():
         return False
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{meta_path} is not readable JSON ({exc.__class__.__name__})",
-                         "fix or remove that run folder") from None
-    created = meta.get("created")
-    when = datetime.fromtimestamp(created, timezone.utc) if isinstance(created, (int, float)) else None
-    rest = {k: v for k, v in meta.items() if k != "options"}
+    from specops.jsonfile import load_json_object
+
+    meta = load_json_object(meta_path, fix="fix or remove that run folder")
+    created = meta.number("created", 0, 4_102_444_800, None)  # seconds since 1970, before 2100
+    options = meta.obj("options")
+    when = datetime.fromtimestamp(created, timezone.utc) if created is not None else None
+    rest = {k: v for k, v in meta.data.items() if k != "options"}
     if not registry.has_tune_run(folder.name):
-        registry.create_tune_run(folder.name, options=meta.get("options") or {}, meta=rest, created_at=when)
+        registry.create_tune_run(folder.name, options=options.data if options else {}, meta=rest, created_at=when)
     have = {p.key for p in registry.tune_points(folder.name)}
     points = folder / "points.jsonl"
     lines = points.read_text(encoding="utf-8").splitlines() if points.is_file() else []

@@ -16,8 +16,9 @@ HOSTILE = ["", "x" * 5000, "\udcff\udcfe", "nan", "inf", "-inf", "1e308", "1e309
            "::::", "{", "[[[[", "json", "yaml", "table", "web", "eagle3", "H100", "a\x00b", "\x1b[31m", "é",
            "/nonexistent/x", "--", "-", "10" * 30]
 URLS = ["http://127.0.0.1:9", "::::", "", "http://[::1", "ftp://127.0.0.1:9", "x" * 5000, "\udcff"]
-WRITES = ["out.file", "", "no/such/dir/x", "x" * 300, ".", "\udcff"]
-"""Values for options that write a file: relative, inside the test's working folder."""
+WRITES = ["out.file", "", "no/such/dir/x", "x" * 300, ".", "\udcff", "fifo.out", "/dev/null", "link.out"]
+"""Values for options that write a file: relative, inside the test's working folder (``fifo.out`` is a
+FIFO and ``link.out`` a link to one there: writing either must be refused, never block)."""
 
 WRITE_OPTIONS = {"--file", "--save", "--junit", "--out", "--html"}
 URL_OPTIONS = {"--endpoint", "--baseline-endpoint", "--prometheus-url", "--endpoint-for"}
@@ -80,6 +81,8 @@ def _argv(draw, cmd):
 def test_no_option_value_crashes_a_command(path, tmp_path, monkeypatch):
     cmd = dict(COMMANDS)[path]
     monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "fifo.out")
+    (tmp_path / "link.out").symlink_to(tmp_path / "fifo.out")
     monkeypatch.setenv("SPECOPS_DB_RETRY_SECONDS", "1")
     before = set(os.listdir(tmp_path.parent))
 

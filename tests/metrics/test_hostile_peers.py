@@ -205,7 +205,9 @@ def test_every_absurd_engine_series_is_ignored_with_a_note_naming_it(cli, peer, 
     else:
         r = cli("deployment", "register", "x", "--endpoint", s.url, "-o", "json")
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-        assert json.loads(r.stdout)["num_speculative_tokens"] == 3  # the good positions 0-2
+        gamma = json.loads(r.stdout)["num_speculative_tokens"]
+        # an unreadable position label may hide a real position: γ is then unknown, never guessed (issue 39)
+        assert gamma == (None if case == 'position="two"' else 3)
 
 
 @pytest.mark.parametrize("case", list(PROMETHEUS))

@@ -288,11 +288,11 @@ def test_disk_cache_recomputes_when_an_input_changes(specops_home, tmp_path, mon
 
     assert diskcache.cached("probe", compute) == {"n": 1}
     assert diskcache.cached("probe", compute) == {"n": 1} and len(calls) == 1  # read back, not recomputed
-    assert list((specops_home / "cache").glob("probe-*.pickle"))
+    assert list((specops_home / "cache").glob("probe-*.cache"))
     (books / "decision-tree.yaml").write_text((books / "decision-tree.yaml").read_text() + "\n# changed\n")
     diskcache._key.cache_clear()
     assert diskcache.cached("probe", compute) == {"n": 2}  # a changed input: a new key, computed again
-    assert len(list((specops_home / "cache").glob("probe-*.pickle"))) == 1  # the stale result is removed
+    assert len(list((specops_home / "cache").glob("probe-*.cache"))) == 1  # the stale result is removed
     blocked = tmp_path / "blocked-home"
     blocked.mkdir()
     (blocked / "cache").write_text("a file where the cache folder would be")  # unwritable even as root

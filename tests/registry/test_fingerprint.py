@@ -92,13 +92,13 @@ def test_hub_ids_are_told_apart_from_paths(text, hub):
 def test_unreadable_config_json_is_reported_with_file_and_line(models):
     folder = models("bad")
     (folder / "config.json").write_bytes(b'{\n "a": 1,\n "b": }')
-    with pytest.raises(ConfigFileError, match=r"config.json:3: config.json is not valid JSON"):
+    with pytest.raises(ConfigFileError, match=r"config.json:3: not valid JSON"):
         inspect_artifact(str(folder))
     (folder / "config.json").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigFileError, match="not UTF-8"):
         inspect_artifact(str(folder))
     (folder / "config.json").write_text(json.dumps([1, 2]))
-    with pytest.raises(ConfigFileError, match="must be a JSON object"):
+    with pytest.raises(ConfigFileError, match="not a JSON object"):
         inspect_artifact(str(folder))
 
 

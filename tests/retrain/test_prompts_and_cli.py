@@ -22,7 +22,7 @@ def test_a_bad_line_is_reported_with_file_and_line(tmp_path):
     with pytest.raises(ConfigFileError, match=r"p.jsonl:2: "):
         load_prompts(f)
     f.write_text('{"prompt": "a"}\nnot json\n')
-    with pytest.raises(ConfigFileError, match=r"p.jsonl:2: not JSON"):
+    with pytest.raises(ConfigFileError, match=r"p.jsonl:2: not valid JSON"):
         load_prompts(f)
 
 
@@ -43,7 +43,7 @@ def test_write_then_load_round_trips_unicode_and_quotes(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--deployment", "chat"], "unknown deployment"),
     (["--deployment", "chat", "--backend", "specforg", "--data", "x"], 'Did you mean "specforge"'),
-    (["--deployment", "chat", "--params", "{bad", "--data", "x"], "--params is not JSON"),
+    (["--deployment", "chat", "--params", "{bad", "--data", "x"], "--params: not valid JSON"),
 ])
 def test_cli_bad_input_is_one_line_with_a_fix_and_exit_2(cli, args, needle):
     r = cli("retrain", *args)
