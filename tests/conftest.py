@@ -67,26 +67,45 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(autouse=True)
 def specops_home(tmp_path, monkeypatch):
+    """Also puts the whole environment back after the test: the library sets variables itself
+    (specops/retrain/hf.py: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), which would leak into later tests."""
+    before = dict(os.environ)
     home = tmp_path / "specops-home"
     home.mkdir()
     monkeypatch.setenv("SPECOPS_HOME", str(home))
     for var in ("SPECOPS_DB", "SPECOPS_PROMETHEUS_URL", "SPECOPS_DEBUG", "SPECOPS_PLAYBOOKS"):
         monkeypatch.delenv(var, raising=False)
-    return home
+    yield home
+    for key in [k for k in os.environ if k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None):
-    """Run the real `specops` CLI in a subprocess (argv list, no shell)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "specops", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, input=input, cwd=str(REPO))
+    """Run the real `specops` CLI entry point, cwd the repository root; a CompletedProcess. In this
+    process (tests/cli/inproc.py: environment, streams, caches, logging, signals rebuilt per call and
+    restored; ``timeout`` enforced) unless the call needs a fresh interpreter, which it then gets."""
+    from tests.cli.inproc import run_cli as run
+
+    return run(*args, env=env, timeout=timeout, input=input)
+
+
+def run_cli_subprocess(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None):
+    """The real `specops` CLI in a subprocess (`python -m specops`, argv list, no shell): for the tests
+    where the process boundary is what is tested (entry point, exit status, start-up, signals)."""
+    from tests.cli.inproc import run_subprocess
+
+    return run_subprocess(*args, env=env, timeout=timeout, input=input)
 
 
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def cli_subprocess():
+    return run_cli_subprocess
 
 
 # --- real engines -------------------------------------------------------------------------------
