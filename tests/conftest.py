@@ -130,16 +130,23 @@ def tiny_models() -> dict[str, Path]:
 @pytest.fixture
 def engine_lock():
     """Serialise real vLLM engines across concurrently running test processes: two CPU engines at
-    once on 2 cores would starve each other (and measure each other)."""
-    import fcntl
+    once on 2 cores would starve each other (and measure each other). tests/engines/pool.py."""
+    from tests.engines.pool import engine_lock as lock
 
-    lock_path = Path("/tmp") / "specops-engine-tests.lock"
-    with open(lock_path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with lock():
+        yield
+
+
+@pytest.fixture(scope="session")
+def engine_pool(tiny_models, tmp_path_factory):
+    """The session's shared real engines (tests/engines/pool.py: read-only use, its rules)."""
+    from tests.engines.pool import start_pool
+
+    pool = start_pool(tmp_path_factory.mktemp("engine-pool"), tiny_models)
+    print(f"\nengine pool: spec + base started in {pool.started_in_s:.0f} s "
+          f"({'parallel' if pool.parallel else 'serial'})")
+    yield pool
+    pool.stop()
 
 
 @pytest.fixture

@@ -60,12 +60,12 @@ class Engine:
 
 def start_engine(tmp: Path, model: Path, *, served_name: str = "tiny", method: str = "none",
                  draft: Path | None = None, k: int | None = None, extra_args: list[str] | None = None,
-                 timeout: float = 420) -> Engine:
+                 timeout: float = 420, dtype: str = "bfloat16") -> Engine:
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cfg = LaunchConfig(model=str(model), served_model_name=served_name, method=method,
                        draft_model=str(draft) if draft else None, num_speculative_tokens=k, host="127.0.0.1",
-                       port=port, max_model_len=512, dtype="bfloat16", enforce_eager=True,  # eager: starts ~3x faster on CPU
+                       port=port, max_model_len=512, dtype=dtype, enforce_eager=True,  # eager: starts ~3x faster on CPU
                        extra_args=extra_args or [])
     argv = render_argv(cfg, entrypoint="module", python=sys.executable)
     log = tmp / "engine.log"
