@@ -11,7 +11,7 @@ command's own work is paid. What a fresh process would give a call is rebuilt ar
   stderr backslashreplace, as CPython's), newlines read back as ``text=True`` reads them;
 - cwd is the repository root (as ``run_cli``'s subprocess had), ``sys.argv`` that of ``python -m specops``;
 - every ``functools.lru_cache`` in ``specops.*`` is cleared and the registry's per-process counters
-  reset (a fresh process has none of them);
+  reset (a fresh process has none of them); typer's HAS_RICH is what a fresh process reads (plain help);
 - the root logger has no handlers and level WARNING (pytest's capture handlers are set aside, so
   ``logging.basicConfig`` in the CLI takes effect and ``logging.lastResort`` prints to the captured
   stderr); loggers' levels/handlers, warning filters (the interpreter's defaults, printed to stderr)
@@ -182,6 +182,24 @@ def _environment(env: dict | None):
 
 
 @contextlib.contextmanager
+def _typer_as_started():
+    """typer reads TYPER_USE_RICH once, when it is first imported: in a fresh `python -m specops` that is
+    after specops.cli.main set it to "0" (plain help); in this process any earlier import of typer may
+    have read it unset (boxed rich help). Use what the fresh process would have read."""
+    import typer.core
+    import typer.main
+    from typer.utils import parse_boolean_env_var
+
+    fresh = parse_boolean_env_var(os.environ.get("TYPER_USE_RICH", "0"), default=True)
+    saved = typer.core.HAS_RICH, typer.main.HAS_RICH
+    typer.core.HAS_RICH = typer.main.HAS_RICH = fresh
+    try:
+        yield
+    finally:
+        typer.core.HAS_RICH, typer.main.HAS_RICH = saved
+
+
+@contextlib.contextmanager
 def _alarm(timeout: float | None):
     if not timeout:
         yield
@@ -212,7 +230,7 @@ def run_inprocess(*args: str, env: dict | None = None, timeout: float | None = 1
     saved_streams = sys.stdin, sys.stdout, sys.stderr
     saved_argv, saved_cwd = sys.argv, os.getcwd()
     code, timed_out = 0, False
-    with _environment(env), _signals_restored(), _fresh_logging():
+    with _environment(env), _signals_restored(), _fresh_logging(), _typer_as_started():
         _clear_caches()
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
         sys.argv = [str(MAIN_PY), *args]
