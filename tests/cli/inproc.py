@@ -94,6 +94,16 @@ def _text(stream: io.TextIOWrapper) -> str:
     return raw.replace("\r\n", "\n").replace("\r", "\n")  # what text=True's universal newlines give
 
 
+# Module-level state that a call may change, put back to what a fresh import has before each call
+# (tests/cli/test_inproc_state.py fails when specops grows module state that is in neither list).
+FRESH_STATE = {
+    "specops.registry.db": {"_write_count": lambda: 0},  # the crash hook's write counter
+    "specops.cli.deploy": {"_last": lambda: {"t": 0.0, "waiting": False}},  # the progress line's throttle
+}
+CLEARED_STATE = {("specops.registry.db", "_checked_engines")}  # engines already integrity-checked
+HARMLESS_STATE = {("specops.cli.main", "_registered")}  # commands registered once; the same every time
+
+
 def _clear_caches() -> None:
     for name, module in list(sys.modules.items()):
         if not (name == "specops" or name.startswith("specops.")) or module is None:
@@ -101,10 +111,14 @@ def _clear_caches() -> None:
         for value in list(vars(module).values()):
             if isinstance(value, functools._lru_cache_wrapper) and getattr(value, "__module__", "") == name:
                 value.cache_clear()
-    db = sys.modules.get("specops.registry.db")
-    if db is not None:  # per-process: the crash hook's write counter and the engines already checked
-        db._write_count = 0
-        db._checked_engines.clear()
+    for name, attrs in FRESH_STATE.items():
+        module = sys.modules.get(name)
+        for attr, fresh in attrs.items() if module is not None else ():
+            setattr(module, attr, fresh())
+    for name, attr in CLEARED_STATE:
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, attr).clear()
 
 
 @contextlib.contextmanager
