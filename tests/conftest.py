@@ -99,8 +99,10 @@ def run_cli_subprocess(*args: str, env: dict | None = None, timeout: float = 120
 
 
 @pytest.fixture
-def cli():
-    return run_cli
+def cli(request):
+    """``run_cli``; for `long` tests ``run_cli_subprocess`` (minutes of real engines and a handful of CLI
+    calls each: not yet run with the in-process runner, and a subprocess costs them nothing that shows)."""
+    return run_cli_subprocess if request.node.get_closest_marker("long") else run_cli
 
 
 @pytest.fixture
