@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 FIND_LINKS := $(shell [ -d /opt/wheels ] && echo --find-links /opt/wheels)
 STAMP := $(VENV)/.specops-installed
 
-.PHONY: venv demo test test-kube test-long test-fast test-shuffled check-markers bench lint clean
+.PHONY: venv demo test test-kube test-long test-fast test-shuffled budget check-markers bench lint clean
 
 venv: $(STAMP)
 
@@ -39,13 +39,18 @@ test-long: venv
 	$(BIN)/python -m pytest -q -m long
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver"
+	$(BIN)/python -m pytest -q -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver and not long"
+
+# The budget of the tiers recorded by `python3 scripts/test_budget.py run TIER -- make TARGET` (CI records
+# test, kube and long): the 30 slowest tests, engine starts per test and per tier, each tier's time.
+budget:
+	python3 scripts/test_budget.py report
 
 # The fast selection in a random order (SEED=random picks one; the run prints it; rerun a failure with
 # `make test-shuffled SEED=<that seed>`): every test must pass whatever ran before it.
 SEED ?= random
 test-shuffled: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver" --shuffle=$(SEED)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not engine and not vllm and not prometheus and not promtool and not postgres and not slow and not kube_apiserver and not long" --shuffle=$(SEED)
 
 check-markers: venv
 	bash scripts/check_markers.sh

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # A real kube-apiserver for the `kube_apiserver` tests (used by `make test-kube` and CI).
 #
-#   bash scripts/kube.sh build   # build kube-apiserver + kube-controller-manager v1.20.2 once per machine
-#   bash scripts/kube.sh bin     # print the folder that holds the binaries (builds when missing)
+#   bash scripts/kube.sh build   # build kube-apiserver v1.20.2 once per machine
+#   bash scripts/kube.sh bin     # print the folder that holds the binary (builds when missing)
 #
 # Kubernetes v1.20.2 is built from Debian bookworm's `kubernetes` source package with Debian's Go
 # (no registry ships a prebuilt kube-apiserver that this machine can reach); etcd is Debian's
-# etcd-server. The binaries are cached OUTSIDE the work tree, in $SPECOPS_KUBE_CACHE (default
+# etcd-server. The binary is cached OUTSIDE the work tree, in $SPECOPS_KUBE_CACHE (default
 # /var/cache/specops-kube as root, else ${XDG_CACHE_HOME:-~/.cache}/specops-kube), so only a fresh
-# machine pays the build (11–15 min on 2 cores). The tests start and stop their own etcd +
-# apiserver on free loopback ports (tests/k8s/apiserver.py). The recipe and the 1.20 quirks:
-# docs/kubernetes-testing.md.
+# machine pays the build. The tests start and stop their own etcd + apiserver on free loopback ports
+# (tests/k8s/apiserver.py); nothing starts kube-controller-manager, the scheduler or a kubelet, so only
+# kube-apiserver is built. Cache layout: $CACHE/build.lock (one build per machine), $CACHE/v1.20.2/bin/
+# kube-apiserver (an older cache may also hold kube-controller-manager: unused, harmless). The recipe and
+# the 1.20 quirks: docs/kubernetes-testing.md.
 set -euo pipefail
 
 VERSION=v1.20.2
@@ -50,7 +52,7 @@ add_deb_src() {
 }
 
 build() {
-  if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
+  if [ -x "$BIN/kube-apiserver" ]; then
     log "cached: $BIN"; return 0
   fi
   if [ "$(id -u)" != 0 ] && ! command -v go >/dev/null 2>&1; then
@@ -59,7 +61,7 @@ build() {
   mkdir -p "$CACHE"
   exec 9>"$CACHE/build.lock"
   flock 9                      # one build per machine even when several checkouts ask at once
-  if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
+  if [ -x "$BIN/kube-apiserver" ]; then
     log "cached: $BIN"; return 0
   fi
   local start=$SECONDS
@@ -84,12 +86,10 @@ build() {
   export GOCACHE="$work/go-build"
   make WHAT=cmd/kube-apiserver >"$work/make-apiserver.log" 2>&1 || {
     log "building kube-apiserver failed; last lines of $work/make-apiserver.log:"; tail -30 "$work/make-apiserver.log" >&2; exit 1; }
-  make WHAT=cmd/kube-controller-manager >"$work/make-kcm.log" 2>&1 || {
-    log "building kube-controller-manager failed; see $work/make-kcm.log"; tail -30 "$work/make-kcm.log" >&2; exit 1; }
   mkdir -p "$BIN.tmp"
-  cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN.tmp/"
+  cp _output/bin/kube-apiserver "$BIN.tmp/"
   rm -rf "$BIN"; mv "$BIN.tmp" "$BIN"
-  cd "$CACHE"; rm -rf "$work"          # 1.8 GB of sources and objects; the binaries are what we keep
+  cd "$CACHE"; rm -rf "$work"          # ≈ 1.8 GB of sources and objects; the binary is what we keep
   log "built $VERSION in $((SECONDS - start)) s: $BIN"
 }
 

@@ -67,26 +67,47 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(autouse=True)
 def specops_home(tmp_path, monkeypatch):
+    """Also puts the whole environment back after the test: the library sets variables itself
+    (specops/retrain/hf.py: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), which would leak into later tests."""
+    before = dict(os.environ)
     home = tmp_path / "specops-home"
     home.mkdir()
     monkeypatch.setenv("SPECOPS_HOME", str(home))
     for var in ("SPECOPS_DB", "SPECOPS_PROMETHEUS_URL", "SPECOPS_DEBUG", "SPECOPS_PLAYBOOKS"):
         monkeypatch.delenv(var, raising=False)
-    return home
+    yield home
+    for key in [k for k in os.environ if k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None):
-    """Run the real `specops` CLI in a subprocess (argv list, no shell)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "specops", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, input=input, cwd=str(REPO))
+    """Run the real `specops` CLI entry point, cwd the repository root; a CompletedProcess. In this
+    process (tests/cli/inproc.py: environment, streams, caches, logging, signals rebuilt per call and
+    restored; ``timeout`` enforced) unless the call needs a fresh interpreter, which it then gets."""
+    from tests.cli.inproc import run_cli as run
+
+    return run(*args, env=env, timeout=timeout, input=input)
+
+
+def run_cli_subprocess(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None):
+    """The real `specops` CLI in a subprocess (`python -m specops`, argv list, no shell): for the tests
+    where the process boundary is what is tested (entry point, exit status, start-up, signals)."""
+    from tests.cli.inproc import run_subprocess
+
+    return run_subprocess(*args, env=env, timeout=timeout, input=input)
 
 
 @pytest.fixture
-def cli():
-    return run_cli
+def cli(request):
+    """``run_cli``; for `long` tests ``run_cli_subprocess`` (minutes of real engines and a handful of CLI
+    calls each: not yet run with the in-process runner, and a subprocess costs them nothing that shows)."""
+    return run_cli_subprocess if request.node.get_closest_marker("long") else run_cli
+
+
+@pytest.fixture
+def cli_subprocess():
+    return run_cli_subprocess
 
 
 # --- real engines -------------------------------------------------------------------------------
@@ -111,16 +132,23 @@ def tiny_models() -> dict[str, Path]:
 @pytest.fixture
 def engine_lock():
     """Serialise real vLLM engines across concurrently running test processes: two CPU engines at
-    once on 2 cores would starve each other (and measure each other)."""
-    import fcntl
+    once on 2 cores would starve each other (and measure each other). tests/engines/pool.py."""
+    from tests.engines.pool import engine_lock as lock
 
-    lock_path = Path("/tmp") / "specops-engine-tests.lock"
-    with open(lock_path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with lock():
+        yield
+
+
+@pytest.fixture(scope="session")
+def engine_pool(tiny_models, tmp_path_factory):
+    """The session's shared real engines (tests/engines/pool.py: read-only use, its rules)."""
+    from tests.engines.pool import start_pool
+
+    pool = start_pool(tmp_path_factory.mktemp("engine-pool"), tiny_models)
+    print(f"\nengine pool: spec + base started in {pool.started_in_s:.0f} s "
+          f"({'parallel' if pool.parallel else 'serial'})")
+    yield pool
+    pool.stop()
 
 
 @pytest.fixture

@@ -30,6 +30,23 @@ SECRET_ENV = ("VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 REDACTED = "<redacted>"
 
 
+# --- the test suite's budget ----------------------------------------------------------------------
+
+def note_for_tests(kind: str, seconds: float) -> None:
+    """Test-only hook: with ``SPECOPS_TEST_EVENTS=PATH`` set, append ``kind<TAB>seconds<TAB>test`` to PATH
+    (the test from pytest's PYTEST_CURRENT_TEST, inherited by subprocesses). scripts/test_budget.py counts
+    the engine starts and vLLM pre-launch checks of each test tier from it. Never set otherwise."""
+    path = os.environ.get("SPECOPS_TEST_EVENTS")
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").replace("\t", " ").replace("\n", " ")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:  # one short write with O_APPEND: lines from concurrent processes do not interleave
+        os.write(fd, f"{kind}\t{seconds:.1f}\t{test}\n".encode())
+    finally:
+        os.close(fd)
+
+
 # --- what is installed ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -263,6 +280,7 @@ def start_engine(folder, argv: list[str], env: dict[str, str], *, endpoint: str,
         folder.log.replace(folder.previous_log)
     if progress:
         progress(f"starting vLLM: log in {folder.log}")
+    t0 = time.monotonic()
     proc = spawn(argv, env, folder.log, folder.root, cpus=cpus)
     start = process_start_time(proc.pid)
     folder.write_engine({"pid": proc.pid, "start_time": start, "port": port, "endpoint": endpoint})
@@ -271,10 +289,12 @@ def start_engine(folder, argv: list[str], env: dict[str, str], *, endpoint: str,
             on_spawn(proc.pid, start)
         waited = wait_healthy(endpoint, proc, timeout_s=timeout_s, log_path=folder.log, progress=progress)
     except BaseException:  # EngineError, KeyboardInterrupt: never leave it running
+        note_for_tests("engine_start_failed", time.monotonic() - t0)
         stop_group(proc.pid, start, grace_s=5)
         folder.forget_engine()
         remove_tmpdir_link(folder.root)
         raise
+    note_for_tests("engine_start", time.monotonic() - t0)
     return Started(proc.pid, start, waited, folder.log)
 
 

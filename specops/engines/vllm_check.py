@@ -77,12 +77,19 @@ def check_argv(flags: list[str], env: dict[str, str], *, python: str = sys.execu
 
     Raises CapabilityError (exit 2) with vLLM's own message on one line when vLLM rejects the launch.
     """
+    import time
+
+    from specops.engines.local import note_for_tests
+
+    t0 = time.monotonic()
     try:
         proc = subprocess.run([python, "-m", "specops.engines.vllm_check", json.dumps(flags)],
                               capture_output=True, text=True, env=env, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise EngineError(f"vLLM's argument check took longer than {timeout_s:.0f} s",
                           "retry, or skip it with --no-check") from None
+    finally:
+        note_for_tests("vllm_check", time.monotonic() - t0)
     result = None
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{") and '"ok"' in line:

@@ -1,5 +1,6 @@
 """`specops bench`, `specops metrics` and adoption on real vLLM CPU engines (tiny models), plus the
-PromQL path against a real Prometheus scraping the engine. Engines are shared by the module."""
+PromQL path against a real Prometheus scraping the engine. The engines are the session's pool
+(tests/engines/pool.py); only the redeploy test starts one of its own (the baseline twin)."""
 
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ def test_baseline_redeploy_starts_the_same_engine_without_speculation_and_stops_
         "name": "tiny-local", "target": {"model": str(models["target-v1"])},
         "draft": {"model": str(models["draft-v1"])},
         "speculative": {"method": "draft_model", "num_speculative_tokens": K},
-        "engine": {"max_model_len": 512, "dtype": "bfloat16",
+        "engine": {"max_model_len": 512, "dtype": "float32",  # as the pool's engine
                    "extra_args": ["--per-request-spec-decode-metrics", "summary"]},
         "serve": {"served_model_name": "tiny", "port": int(spec_engine.url.rsplit(":", 1)[1])}})
     deployment_dir("tiny-local").mkdir(parents=True)

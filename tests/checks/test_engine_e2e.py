@@ -6,9 +6,12 @@ Engines are started with tests/metrics/engines.py (the module-form argv of speco
 contained offline environment of cpu-engine.md) and recorded in the registry the way `specops deploy`
 records them. Float32, so greedy outputs with and without speculation must be identical.
 
-Engine starts: the matched case needs its target served without speculation too (the lossless and
-TPOT-with-vs-without checks compare against it), so it runs two engines at once; the stale case runs
-one (its verdict, exit 1, is known without a baseline).
+Engine starts: the matched case reads the session's engine pool (tests/engines/pool.py: draft_model
+γ=3 and its target without speculation, both float32; the lossless and TPOT-with-vs-without checks
+compare the two), starting none of its own; the stale case starts one (target-v2 + draft-v1; its
+verdict, exit 1, is known without a baseline). This file carries the suite's lossless proof on
+engines (deploy.lossless: the short prompts, JSON and tool-call probes and a needle sized to the
+engine's context, greedy outputs equal with and without speculation).
 """
 
 from __future__ import annotations
@@ -77,12 +80,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return run_cli(*args, timeout=900)
 
 
-def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock, tmp_path):
+def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_pool, engine_lock, tmp_path):
     from tests.prometheus import start_prometheus, wait_for_samples, wait_until_caught_up
 
-    spec = _engine(tmp_path / "spec", tiny_models["target-v1"], method="draft_model", draft=tiny_models["draft-v1"],
-                   k=3)
-    base = _engine(tmp_path / "base", tiny_models["target-v1"], served_name="tiny")
+    spec, base = engine_pool.spec, engine_pool.base  # shared: read only (tests/engines/pool.py)
     prom_url, stop_prom = start_prometheus([(_hostport(spec.url), {"specops_deployment": "tiny-matched"})], tmp_path)
     try:
         _register("tiny-matched", spec, target="tiny-target@v1", draft="tiny-draft@v1", gamma=3, models=tiny_models)
@@ -121,8 +122,6 @@ def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_lock,
         assert len(_png_pixels(png)[2]) > 20
     finally:
         stop_prom()
-        spec.stop()
-        base.stop()
 
 
 def test_validate_exits_1_for_a_stale_draft_and_2_without_prometheus(tiny_models, engine_lock, tmp_path):

@@ -89,8 +89,8 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
 
         _ok(cli("stop", "drift", timeout=300))
         _swap(tiny_models["target-v2"], served)  # the fine-tuned target pushed under the same path
-        _ok(cli("deploy", str(spec), "--force", "--reason", "target pushed without retraining the draft",
-                timeout=1200))  # engine start 2
+        _ok(cli("deploy", str(spec), "--force", "--no-check", "--reason",  # checked at start 1: same spec
+                "target pushed without retraining the draft", timeout=1200))  # engine start 2
         t0 = time.time()
         _traffic(endpoint)
         wait_until_caught_up(prom, endpoint, 'vllm:spec_decode_num_drafts_total{specops_deployment="drift"}')

@@ -2,7 +2,9 @@
 /metrics instead of Prometheus). Three engine starts: target-v1 + draft-v1 (baseline), target-v2
 pushed into the served folder and restarted (the monitor flags the drop, the runbook names the changed
 target), and the canary with the distilled draft, which the promotion adopts. The distillation is
-short (40 prompts, 150 steps) and acceptance is compared through each engine's own counters."""
+short (40 prompts, 150 steps) and acceptance is compared through each engine's own counters. It also
+carries what tests/retrain/test_tiny_models.py proved with the same distillation outside the loop
+(heal's retrain and train-validation steps run it; the lineage of the new and the stale draft)."""
 
 from __future__ import annotations
 
@@ -126,6 +128,9 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
             assert row.draft_ref == new and row.target_ref == "tiny@2" and row.endpoint == c["canary_endpoint"]
             assert reg.get_deployment("loop-canary").status == "stopped"
             assert reg.check_lineage("tiny@2", new).ok
+            # was tests/retrain/test_tiny_models.py (the same distillation, PARAMS and prompts, run alone):
+            # the distilled draft is recorded against the new target, and the stale one is not compatible
+            assert reg.get_draft(new).target == "tiny@2" and not reg.check_lineage("tiny@2", "tiny-draft@1").ok
             kinds = {e.kind for e in reg.events(subject="loop", limit=200)}
             assert {"heal.started", "heal.target", "heal.step", "heal.promoted", "heal.finished",
                     "retrain.decision"} <= kinds

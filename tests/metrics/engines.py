@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from specops.engines.argv import LaunchConfig, render_argv
+from specops.engines.local import note_for_tests
 
 
 def free_port() -> int:
@@ -59,12 +60,12 @@ class Engine:
 
 def start_engine(tmp: Path, model: Path, *, served_name: str = "tiny", method: str = "none",
                  draft: Path | None = None, k: int | None = None, extra_args: list[str] | None = None,
-                 timeout: float = 420) -> Engine:
+                 timeout: float = 420, dtype: str = "bfloat16") -> Engine:
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cfg = LaunchConfig(model=str(model), served_model_name=served_name, method=method,
                        draft_model=str(draft) if draft else None, num_speculative_tokens=k, host="127.0.0.1",
-                       port=port, max_model_len=512, dtype="bfloat16", enforce_eager=True,  # eager: starts ~3x faster on CPU
+                       port=port, max_model_len=512, dtype=dtype, enforce_eager=True,  # eager: starts ~3x faster on CPU
                        extra_args=extra_args or [])
     argv = render_argv(cfg, entrypoint="module", python=sys.executable)
     log = tmp / "engine.log"
@@ -73,15 +74,19 @@ def start_engine(tmp: Path, model: Path, *, served_name: str = "tiny", method: s
                                 start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     engine = Engine(proc, url, log, served_name, cfg)
+    t0 = time.monotonic()
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
+            note_for_tests("engine_start_failed", time.monotonic() - t0)
             raise RuntimeError(f"engine exited {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
+                note_for_tests("engine_start", time.monotonic() - t0)
                 return engine
         except httpx.HTTPError:
             pass
         time.sleep(1)
+    note_for_tests("engine_start_failed", time.monotonic() - t0)
     engine.stop()
     raise RuntimeError(f"engine not healthy after {timeout}s:\n{log.read_text()[-3000:]}")

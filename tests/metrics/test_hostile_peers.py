@@ -25,10 +25,11 @@ def _exit_2_one_line(r, *words):
         assert w in r.stderr, r.stderr
 
 
-def test_an_engine_that_drips_its_answer_is_cut_off_at_the_deadline(cli, peer):
+def test_an_engine_that_drips_its_answer_is_cut_off_at_the_deadline(cli_subprocess, peer):
+    """A real process: a hang would be one the process-wide deadline cannot cut, only subprocess's timeout."""
     s = peer({"/metrics": (200, GOOD)}, drip_s=2.0)
     t0 = time.monotonic()
-    r = cli("metrics", "--endpoint", s.url, timeout=60)
+    r = cli_subprocess("metrics", "--endpoint", s.url, timeout=60)
     took = time.monotonic() - t0
     _exit_2_one_line(r, "within 10s")
     assert took < 25, took  # the overall deadline (10 s) plus start-up, not 5 s per byte
@@ -230,10 +231,11 @@ def test_every_malformed_prometheus_answer_is_could_not_evaluate_in_validate(cli
     assert row["status"] == "error" and what in row["message"], row  # could not evaluate, never pass
 
 
-def test_a_prometheus_that_drips_is_cut_off_at_the_deadline(cli, peer):
+def test_a_prometheus_that_drips_is_cut_off_at_the_deadline(cli_subprocess, peer):
+    """A real process, as the engine's drip test above."""
     s = peer({"/api/v1/query": (200, _vector("1"))}, drip_s=2.0, content_type="application/json")
     t0 = time.monotonic()
-    r = cli("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", s.url, "--served-name", "tiny",
+    r = cli_subprocess("metrics", "--endpoint", "http://127.0.0.1:9", "--prometheus-url", s.url, "--served-name", "tiny",
             timeout=120)
     took = time.monotonic() - t0
     _one_line_error(r, "did not finish its answer within 10s")
