@@ -77,6 +77,7 @@ class Held:
     old: tuple[float, float]
     stratum: object = None
     calibration: object = None   # the fold's (for re-assessing with other settings)
+    tau_high: float = 0.0        # the ceiling the range was capped at
 
     @property
     def published(self) -> float:
@@ -111,11 +112,11 @@ def held_out(rows=None) -> list[Held]:
         e, setup = _predict(fold, row)
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
-        u = assess(e.speedup, e.tau, s, fold.calibration,
-                   tau_high=tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else None)
+        high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
+        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
@@ -166,6 +167,28 @@ def coverage_section(held: list[Held]) -> None:
         for k, items in sorted(buckets.items()):
             mark = "" if len(items) >= 10 else "   (< 10 rows)"
             print(f"   {k:<34} {_cov(items, new)} | {_cov(items, old)}{mark}")
+    pool_section(held)
+
+
+def pool_section(held: list[Held]) -> None:
+    """The same folds re-assessed with other POOL_SOURCES (no refit): how much the strata's own rows are worth."""
+    from specops.planner.uncertainty import POOL_SOURCES
+
+    print(f"-- pooling sensitivity: the same nested folds re-assessed (shipped POOL_SOURCES {POOL_SOURCES:g}) --")
+    for pool in (1, 3, 10, 30, 100, 300):
+        cals: dict[int, Calibration] = {}
+
+        def rng(h: Held, pool=pool, cals=cals):
+            cal = cals.setdefault(id(h.calibration), Calibration(h.calibration.points, pool=pool))
+            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high)
+            return u.speedup_low, u.speedup_high
+
+        buckets: dict[str, list[Held]] = {}
+        for h in held:
+            buckets.setdefault(h.u.stratum, []).append(h)
+        worst = min(((sum(lo <= h.published <= hi for h in items for lo, hi in [rng(h)]) / len(items), k)
+                     for k, items in buckets.items() if len(items) >= 10))
+        print(f"   pool {pool:>5g}: {_cov(held, rng)}; lowest stratum of ≥ 10 rows {100 * worst[0]:.0f}% ({worst[1]})")
 
 
 # --- P(gain) --------------------------------------------------------------------------------------------
