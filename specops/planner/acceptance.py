@@ -130,15 +130,18 @@ def _hw(r: AcceptanceRow) -> str:
 
 def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]) -> list[Obs]:
     by_source: dict[tuple[str, str], int] = {}
+    overall: dict[tuple[str, str, str], list[AcceptanceRow]] = {}  # the candidates _overall_tau looks through
     for r in rows:
         by_source[(r.source_id, r.method)] = by_source.get((r.source_id, r.method), 0) + 1
+        if r.tau is not None and r.task_class == "mixed":
+            overall.setdefault((r.source_id, r.method, r.variant), []).append(r)
     out = []
     for r in rows:
         if not r.used:
             continue
         tau, derived = r.published_tau(), False
         if tau is None and r.speedup and r.speedup_overall:
-            ref = _overall_tau(rows, r)
+            ref = _overall_tau(overall.get((r.source_id, r.method, r.variant), ()), r)
             if ref is None:
                 continue
             tau, derived = ref * r.speedup / r.speedup_overall, True

@@ -2,7 +2,8 @@
 
 ``cross_validate`` predicts every published row that states a speedup, a method vLLM has and γ
 (playbooks/data, DATA_FILES; with ``unstated_gamma`` also rows that leave γ to specops, predicted at the
-model's best γ) with acceptance priors calibrated *without that row's source* (leave-one-source-out),
+model's best γ) with acceptance priors - the speedup-table priors with the acceptance model attached, as
+`recommend` ships them - fitted *without that row's source* (leave-one-source-out),
 and keeps the residual ln(published / predicted) with the prediction's τ and target architecture.
 How the residuals become ranges, P(gain) and the pick: :mod:`specops.planner.uncertainty`.
 
@@ -206,23 +207,24 @@ def acceptance_without(sources: Iterable[str]):
     from specops.planner.uncertainty import source_key
 
     keys = {source_key(s) for s in sources}
-    rows = _acceptance_rows()
-    drop = frozenset(r.source_id for r in rows if source_key(r.source) in keys)
+    drop = frozenset(r.source_id for r, key in _acceptance_rows() if key in keys)
     return _acceptance_fit(drop)
 
 
 @lru_cache(maxsize=1)
 def _acceptance_rows():
+    """(row, its source_key) of every acceptance row."""
     from specops.planner.acceptance import load_rows
+    from specops.planner.uncertainty import source_key
 
-    return tuple(load_rows())
+    return tuple((r, source_key(r.source)) for r in load_rows())
 
 
 @lru_cache(maxsize=4096)
 def _acceptance_fit(drop: frozenset[str]):
     from specops.planner.acceptance import fit
 
-    return fit([r for r in _acceptance_rows() if r.source_id not in drop])
+    return fit([r for r, _ in _acceptance_rows() if r.source_id not in drop])
 
 
 def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None,

@@ -2,9 +2,10 @@
 calibrated on the model's out-of-source errors on published rows, and the pick rule that uses them.
 
 **Residuals.** Every published row with a speedup (playbooks/data, DATA_FILES, plus the rows handed
-over in playbooks/data/heldout_2026-12.csv) is predicted with acceptance priors fitted without its
-own source (:func:`specops.planner.evidence.cross_validate`); its residual is r = ln(published /
-predicted). Rows of one source are one unit: sources are named the same way across files
+over in playbooks/data/heldout_2026-12.csv) is predicted by the predictor `recommend` ships - the
+speedup-table priors with the acceptance model attached - fitted without its own source
+(:func:`specops.planner.evidence.cross_validate`, :func:`~specops.planner.evidence.fit_priors`); its
+residual is r = ln(published / predicted). Rows of one source are one unit: sources are named the same way across files
 (:func:`source_key`), and each residual weighs ``rows_of_its_source ** -SOURCE_EXPONENT``, so a paper
 with 20 rows does not outvote 20 single-row sources.
 
@@ -32,8 +33,8 @@ is at least the risk level (``--min-p-gain``, default DEFAULT_MIN_P_GAIN) and wh
 is above 1; when the best by point is refused the next one is tried; none qualifies → no speculation.
 
 Coverage, width, the calibration of P(gain) (Brier score, reliability table) and the regret of the rule
-are measured *nested* in bench/uncertainty_bench.py: for each held-out source, the priors are fitted
-and the residual distribution calibrated on the other sources only.
+are measured *nested* in bench/uncertainty_bench.py: for each held-out source, the priors and the
+acceptance model are fitted and the residual distribution calibrated on the other sources only.
 """
 
 from __future__ import annotations
