@@ -13,7 +13,7 @@ held-out predictions. Left on the table: ln(best published gain) − ln(gain of 
 published method gained (a pick below 1 gains nothing); slowdown taken: −ln(published) of a pick
 published below 1. Both summed over situations, overall and per stratum.
 
-Run: .venv/bin/python bench/uncertainty_bench.py
+Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from specops.planner.evidence import (  # noqa: E402
     predict_at_best_gamma,
     predict_row,
     predictable,
+    prior_of,
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
@@ -48,7 +49,11 @@ from specops.planner.uncertainty import (  # noqa: E402
     pick,
     points_from,
     stratum_of,
+    tau_ceiling,
 )
+
+TAU_HIGH = "--point-tau" not in sys.argv
+"""Cap each range at the upper end of τ's own 80% range (as recommend does); --point-tau caps at the point τ."""
 
 P_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
@@ -72,17 +77,26 @@ class Held:
     old: tuple[float, float]
     stratum: object = None
     calibration: object = None   # the fold's (for re-assessing with other settings)
+    tau_high: float = 0.0        # the ceiling the range was capped at
 
     @property
     def published(self) -> float:
         return self.row.speedup
 
 
-def _fit(train):
+def _fitter(rows):
+    """fit(train) for leave_one_source_out: the held-out source is every source of ``rows`` absent from train; it is
+    left out of the acceptance model too, in the fold's priors and in each of its inner folds."""
     from specops.planner.catalog import load_catalogs
 
-    return Fold(fit_priors(train), Calibration(points_from(res := cross_validate(train, unstated_gamma=True))), res,
-                load_catalogs())
+    everything = {r.source for r in rows}
+
+    def fit(train):
+        held = everything - {r.source for r in train}
+        res = cross_validate(train, unstated_gamma=True, held_out=held)
+        return Fold(fit_priors(train, held_out=held), Calibration(points_from(res)), res, load_catalogs())
+
+    return fit
 
 
 def _predict(fold: Fold, row):
@@ -98,13 +112,14 @@ def held_out(rows=None) -> list[Held]:
         e, setup = _predict(fold, row)
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
-        u = assess(e.speedup, e.tau, s, fold.calibration)
+        high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
+        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
         return {}
 
-    leave_one_source_out(rows, fit=_fit, predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
+    leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
                          published=lambda r: r.speedup if predictable(r, unstated_gamma=True) else None)
     return [cache[id(r)] for r in rows if id(r) in cache]
 
@@ -125,10 +140,12 @@ def coverage_section(held: list[Held]) -> None:
     print(f"after  (specops.planner.uncertainty):           {_cov(held, new)}")
     above_tau = sum(h.old[1] > h.tau + 1e-9 for h in held)
     print(f"   before: {above_tau} of {len(held)} upper ends above τ; after: "
-          f"{sum(h.u.speedup_high > h.tau + 1e-9 for h in held)}")
+          f"{sum(h.u.speedup_high > h.tau + 1e-9 for h in held)} above the point τ, "
+          f"{sum(h.u.speedup_high > h.u.tau_high + 1e-9 for h in held)} above the ceiling (τ's upper end"
+          f"{'' if TAU_HIGH else ', off: --point-tau'})")
     feasible = [h for h in held if h.published <= h.tau]
-    print(f"   published above the predicted τ (no range bounded by τ can hold them: the acceptance model "
-          f"underpredicts τ there): {len(held) - len(feasible)} rows; among the other {len(feasible)}: "
+    print(f"   published above the predicted τ (the acceptance model underpredicts τ there): {len(held) - len(feasible)} "
+          f"rows, above the ceiling {sum(h.published > h.u.tau_high for h in held)}; among the other {len(feasible)}: "
           f"after {_cov(feasible, new)}")
     handed = [h for h in held if h.row.location.endswith("]")]  # heldout_2026-12.csv rows carry their [id]
     if handed:
@@ -150,6 +167,28 @@ def coverage_section(held: list[Held]) -> None:
         for k, items in sorted(buckets.items()):
             mark = "" if len(items) >= 10 else "   (< 10 rows)"
             print(f"   {k:<34} {_cov(items, new)} | {_cov(items, old)}{mark}")
+    pool_section(held)
+
+
+def pool_section(held: list[Held]) -> None:
+    """The same folds re-assessed with other POOL_SOURCES (no refit): how much the strata's own rows are worth."""
+    from specops.planner.uncertainty import POOL_SOURCES
+
+    print(f"-- pooling sensitivity: the same nested folds re-assessed (shipped POOL_SOURCES {POOL_SOURCES:g}) --")
+    for pool in (1, 3, 10, 30, 100, 300):
+        cals: dict[int, Calibration] = {}
+
+        def rng(h: Held, pool=pool, cals=cals):
+            cal = cals.setdefault(id(h.calibration), Calibration(h.calibration.points, pool=pool))
+            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high)
+            return u.speedup_low, u.speedup_high
+
+        buckets: dict[str, list[Held]] = {}
+        for h in held:
+            buckets.setdefault(h.u.stratum, []).append(h)
+        worst = min(((sum(lo <= h.published <= hi for h in items for lo, hi in [rng(h)]) / len(items), k)
+                     for k, items in buckets.items() if len(items) >= 10))
+        print(f"   pool {pool:>5g}: {_cov(held, rng)}; lowest stratum of ≥ 10 rows {100 * worst[0]:.0f}% ({worst[1]})")
 
 
 # --- P(gain) --------------------------------------------------------------------------------------------
@@ -267,8 +306,8 @@ def cases_section() -> None:
     for model, gpu, batch, keys in CASES:
         out = {r.source for r in rows if any(k in r.target.lower() for k in keys)}
         train = [r for r in rows if r.source not in out]
-        cal = Calibration(points_from(cross_validate(train, unstated_gamma=True)))
-        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train),
+        cal = Calibration(points_from(cross_validate(train, unstated_gamma=True, held_out=out)))
+        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train, held_out=out),
                          residuals=cal)
         p = plan.predicted
         what = "none" if plan.method == "none" else (f"{plan.method} γ={plan.num_speculative_tokens} {p.speedup:.2f}x, "

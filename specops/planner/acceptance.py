@@ -130,15 +130,18 @@ def _hw(r: AcceptanceRow) -> str:
 
 def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]) -> list[Obs]:
     by_source: dict[tuple[str, str], int] = {}
+    overall: dict[tuple[str, str, str], list[AcceptanceRow]] = {}  # the candidates _overall_tau looks through
     for r in rows:
         by_source[(r.source_id, r.method)] = by_source.get((r.source_id, r.method), 0) + 1
+        if r.tau is not None and r.task_class == "mixed":
+            overall.setdefault((r.source_id, r.method, r.variant), []).append(r)
     out = []
     for r in rows:
         if not r.used:
             continue
         tau, derived = r.published_tau(), False
         if tau is None and r.speedup and r.speedup_overall:
-            ref = _overall_tau(rows, r)
+            ref = _overall_tau(overall.get((r.source_id, r.method, r.variant), ()), r)
             if ref is None:
                 continue
             tau, derived = ref * r.speedup / r.speedup_overall, True
@@ -293,6 +296,63 @@ class AcceptanceModel:
         return self.spread.get((method, task_class)) or self.spread.get((method,)) or self.spread[()]
 
 
+def _backfit(keys: list[dict[str, object]], slopes: list[dict[str, tuple[object, float]]], w: list[float],
+             y: list[float], mu: float, effects: dict[str, dict[object, float]],
+             slope: dict[str, dict[object, float]]) -> list[float]:
+    """Penalised backfitting, SWEEPS times over μ, each effect group (PENALTY order) and each slope group, filling
+    ``effects`` and ``slope`` in place; returns the fitted logits with the final μ appended.
+
+    The keys of one group partition the rows, so all keys of a group are updated at once (numpy, as the one-key-at-a-
+    time loop did: a key's update reads only its own rows): the same fixed point, ~20x faster, which lets every
+    leave-one-source-out fold refit the model (bench/uncertainty_bench.py's nested folds refit it ~900 times)."""
+    import numpy as np
+
+    n = len(y)
+    wa, ya = np.asarray(w, dtype=float), np.asarray(y, dtype=float)
+    wsum = float(wa.sum())
+    groups = []
+    for g, lam in PENALTY.items():
+        index: dict[object, int] = {}
+        codes = np.array([index.setdefault(k[g], len(index)) if k[g] is not None else -1 for k in keys], dtype=int)
+        rows = np.nonzero(codes >= 0)[0]
+        c = codes[rows]
+        wk = np.bincount(c, weights=wa[rows], minlength=len(index))
+        groups.append((g, lam, list(index), rows, c, wk))
+    sgroups = []
+    for g, lam in SLOPE_PENALTY.items():
+        index = {}
+        xs = np.array([s[g][1] for s in slopes], dtype=float)
+        codes = np.array([index.setdefault(s[g][0], len(index)) if s[g][1] else -1 for s in slopes], dtype=int)
+        rows = np.nonzero(codes >= 0)[0]
+        c, x = codes[rows], xs[rows]
+        sxx = np.bincount(c, weights=wa[rows] * x * x, minlength=len(index))
+        sgroups.append((g, lam, list(index), rows, c, x, sxx))
+    values = {g: np.zeros(len(names)) for g, _, names, *_ in groups}
+    svalues = {g: np.zeros(len(names)) for g, _, names, *_ in sgroups}
+    current = np.full(n, mu)
+    for _ in range(SWEEPS):
+        shift = float((wa * (ya - current)).sum()) / wsum
+        mu += shift
+        current += shift
+        for g, lam, _names, rows, c, wk in groups:
+            old = values[g]
+            num = np.bincount(c, weights=wa[rows] * (ya[rows] - current[rows]), minlength=len(old)) + wk * old
+            new = num / (wk + lam)
+            current[rows] += (new - old)[c]
+            values[g] = new
+        for g, lam, _names, rows, c, x, sxx in sgroups:
+            old = svalues[g]
+            num = np.bincount(c, weights=wa[rows] * x * (ya[rows] - current[rows]), minlength=len(old)) + sxx * old
+            new = num / (sxx + lam)
+            current[rows] += (new - old)[c] * x
+            svalues[g] = new
+    for g, _, names, *_ in groups:
+        effects[g] = {k: float(v) for k, v in zip(names, values[g], strict=True)}
+    for g, _, names, *_ in sgroups:
+        slope[g] = {k: float(v) for k, v in zip(names, svalues[g], strict=True)}
+    return [*current.tolist(), mu]
+
+
 def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> AcceptanceModel:
     keys = [_keys(o.row) for o in obs]
     slopes = [_slopes(o.row) for o in obs]
@@ -303,49 +363,9 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     effects: dict[str, dict[object, float]] = {g: {} for g in PENALTY}
     slope: dict[str, dict[object, float]] = {g: {} for g in SLOPE_PENALTY}
 
-    def pred(i: int) -> float:
-        v = mu
-        for g, k in keys[i].items():
-            if k is not None:
-                v += effects[g].get(k, 0.0)
-        for g, (k, x) in slopes[i].items():
-            v += slope[g].get(k, 0.0) * x
-        return v
-
     n = len(obs)
-    members: dict[str, dict[object, list[int]]] = {g: {} for g in PENALTY}
-    for i in range(n):
-        for g in PENALTY:
-            if keys[i][g] is not None:
-                members[g].setdefault(keys[i][g], []).append(i)
-    smembers: dict[str, dict[object, list[int]]] = {g: {} for g in SLOPE_PENALTY}
-    for i in range(n):
-        for g in SLOPE_PENALTY:
-            k, x = slopes[i][g]
-            if x:
-                smembers[g].setdefault(k, []).append(i)
-    current = [pred(i) for i in range(n)]
-    for _ in range(SWEEPS):
-        shift = sum(w[i] * (y[i] - current[i]) for i in range(n)) / wsum
-        mu += shift
-        current = [c + shift for c in current]
-        for g, lam in PENALTY.items():
-            for k, idx in members[g].items():
-                old = effects[g].get(k, 0.0)
-                num = sum(w[i] * (y[i] - current[i] + old) for i in idx)
-                new = num / (sum(w[i] for i in idx) + lam)
-                effects[g][k] = new
-                for i in idx:
-                    current[i] += new - old
-        for g, lam in SLOPE_PENALTY.items():
-            for k, idx in smembers[g].items():
-                old = slope[g].get(k, 0.0)
-                xs = [slopes[i][g][1] for i in idx]
-                num = sum(w[i] * x * (y[i] - current[i] + old * x) for i, x in zip(idx, xs, strict=True))
-                new = num / (sum(w[i] * x * x for i, x in zip(idx, xs, strict=True)) + lam)
-                slope[g][k] = new
-                for i, x in zip(idx, xs, strict=True):
-                    current[i] += (new - old) * x
+    current = _backfit(keys, slopes, w, y, mu, effects, slope)
+    mu = current.pop()  # _backfit returns the fitted values with μ appended
     model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
     for o in obs:
         if o.row.draft:

@@ -2,7 +2,8 @@
 
 ``cross_validate`` predicts every published row that states a speedup, a method vLLM has and γ
 (playbooks/data, DATA_FILES; with ``unstated_gamma`` also rows that leave γ to specops, predicted at the
-model's best γ) with acceptance priors calibrated *without that row's source* (leave-one-source-out),
+model's best γ) with acceptance priors - the speedup-table priors with the acceptance model attached, as
+`recommend` ships them - fitted *without that row's source* (leave-one-source-out),
 and keeps the residual ln(published / predicted) with the prediction's τ and target architecture.
 How the residuals become ranges, P(gain) and the pick: :mod:`specops.planner.uncertainty`.
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from specops.planner.catalog import Catalogs, generic_model, load_catalogs
 from specops.planner.perfmodel import (
@@ -167,9 +170,7 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
     model = _target(row, cat)
     setup = _setup(row, cat, model, profiles)
     draft = _draft(row, model)
-    prior = priors.lookup(row.method, task=row.task, temperature=row.temperature, generation=row.generation,
-                          structure=row.structure, draft=row.draft_id,
-                          draft_ratio=draft.params_b / model.params_b if row.method == "draft_model" else None)
+    prior = _prior(row, priors, model, draft)
     verify = (row.tree_tokens + 1) if row.structure == "tree" and row.tree_tokens else None
     context = min(row.context_len or CONTEXT, model.max_context - OUTPUT)
     e = evaluate(setup, draft, prior, gamma=row.gamma, kv_dtype="auto", batch=row.batch,
@@ -177,17 +178,60 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
     return e, setup
 
 
-def fit_priors(rows: list[PublishedRow], *, exclude_source: str | None = None):
-    """The acceptance priors a held-out prediction uses, fitted without ``exclude_source``: the one place
-    every cross-validation here (and bench/uncertainty_bench.py's nested folds) fits them, so a new
-    acceptance model plugs in once and the residuals stay those of the shipped predictor."""
-    return calibrate(rows, exclude_source=exclude_source)
+def _prior(row: PublishedRow, priors, model, draft):
+    return priors.lookup(row.method, task=row.task, temperature=row.temperature, generation=row.generation,
+                         structure=row.structure, draft=row.draft_id,
+                         draft_ratio=draft.params_b / model.params_b if row.method == "draft_model" else None,
+                         target=model.id)
+
+
+def prior_of(row: PublishedRow, priors, cat: Catalogs):
+    """The acceptance prior :func:`predict_row` uses for ``row`` (for its τ range: uncertainty.tau_ceiling)."""
+    model = _target(row, cat)
+    return _prior(row, priors, model, _draft(row, model))
+
+
+def fit_priors(rows: list[PublishedRow], *, exclude_source: str | None = None, held_out: Iterable[str] = ()):
+    """The acceptance priors a held-out prediction uses, fitted without ``exclude_source`` and the ``held_out``
+    sources: the one place every cross-validation here (and bench/uncertainty_bench.py's nested folds) fits them,
+    so the residuals are those of the predictor `recommend` ships - the speedup-table priors with the acceptance
+    model (:mod:`specops.planner.acceptance`) attached, the acceptance model fitted without the acceptance rows of
+    those sources (matched by :func:`specops.planner.uncertainty.source_key`)."""
+    out = {s for s in (exclude_source, *held_out) if s}
+    return calibrate(rows, exclude_source=exclude_source).with_acceptance(acceptance_without(out))
+
+
+def acceptance_without(sources: Iterable[str]):
+    """The acceptance model fitted on playbooks/data/acceptance_2026-12.csv without the rows of these
+    publications (published-row ``source`` strings); one fit per distinct set of acceptance sources left out."""
+    from specops.planner.uncertainty import source_key
+
+    keys = {source_key(s) for s in sources}
+    drop = frozenset(r.source_id for r, key in _acceptance_rows() if key in keys)
+    return _acceptance_fit(drop)
+
+
+@lru_cache(maxsize=1)
+def _acceptance_rows():
+    """(row, its source_key) of every acceptance row."""
+    from specops.planner.acceptance import load_rows
+    from specops.planner.uncertainty import source_key
+
+    return tuple((r, source_key(r.source)) for r in load_rows())
+
+
+@lru_cache(maxsize=4096)
+def _acceptance_fit(drop: frozenset[str]):
+    from specops.planner.acceptance import fit
+
+    return fit([r for r, _ in _acceptance_rows() if r.source_id not in drop])
 
 
 def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | None = None,
-                   profiles=None, *, unstated_gamma: bool = False) -> list[Residual]:
+                   profiles=None, *, unstated_gamma: bool = False, held_out: Iterable[str] = ()) -> list[Residual]:
     """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`;
-    ``unstated_gamma``: see :func:`predictable`)."""
+    ``unstated_gamma``: see :func:`predictable`; ``held_out``: sources also left out of every fold's acceptance
+    model - a nested fold's outer source, whose speedup rows are already absent from ``rows``)."""
     rows = rows if rows is not None else load_published()
     cat = catalogs or load_catalogs()
     by_source: dict = {}
@@ -196,7 +240,7 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         if not predictable(row, unstated_gamma=unstated_gamma):
             continue
         if row.source not in by_source:  # once per source (setdefault would calibrate for every row)
-            by_source[row.source] = fit_priors(rows, exclude_source=row.source)
+            by_source[row.source] = fit_priors(rows, exclude_source=row.source, held_out=held_out)
         priors = by_source[row.source]
         e, setup = predict_row(row, priors, cat, profiles) if row.gamma else predict_at_best_gamma(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),

@@ -640,7 +640,8 @@ def evidence_for(ctx: Context, e: Evaluation):
                          else unc.Calibration(unc.points_from(ctx.residuals)))
     stratum = unc.stratum_of(engine=ctx.request.engine, method=e.method, kind=ctx.model.kind(), moe=ctx.model.is_moe,
                              batch=e.effective_batch)
-    return unc.assess(e.speedup, e.tau, stratum, ctx.residuals)
+    return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
+                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau))
 
 
 def _judged_line(e: Evaluation, ev) -> str:

@@ -2,9 +2,10 @@
 calibrated on the model's out-of-source errors on published rows, and the pick rule that uses them.
 
 **Residuals.** Every published row with a speedup (playbooks/data, DATA_FILES, plus the rows handed
-over in playbooks/data/heldout_2026-12.csv) is predicted with acceptance priors fitted without its
-own source (:func:`specops.planner.evidence.cross_validate`); its residual is r = ln(published /
-predicted). Rows of one source are one unit: sources are named the same way across files
+over in playbooks/data/heldout_2026-12.csv) is predicted by the predictor `recommend` ships - the
+speedup-table priors with the acceptance model attached - fitted without its own source
+(:func:`specops.planner.evidence.cross_validate`, :func:`~specops.planner.evidence.fit_priors`); its
+residual is r = ln(published / predicted). Rows of one source are one unit: sources are named the same way across files
 (:func:`source_key`), and each residual weighs ``rows_of_its_source ** -SOURCE_EXPONENT``, so a paper
 with 20 rows does not outvote 20 single-row sources.
 
@@ -20,7 +21,8 @@ sources is mostly its own.
 **The range** is split-conformal on that distribution: [S·e^q(0.1), S·e^q(0.9)] of the weighted
 residual quantiles for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
 physics: never above τ (the tokens one verification step yields: a step costs at least a plain
-forward, so S ≤ τ), never below S/τ (the speedup when every draft is rejected: the cost of drafting
+forward, so S ≤ τ) - the *true* τ, so the ceiling is the upper end of τ's own 80% range where the
+acceptance model states one (:func:`tau_ceiling`), the predicted τ elsewhere - never below S/τ (the speedup when every draft is rejected: the cost of drafting
 and verifying for one token). ``width`` is hi/lo.
 
 **P(gain)** = P(S·e^r > 1) under the same distribution, each residual smoothed by a normal kernel of
@@ -31,8 +33,8 @@ is at least the risk level (``--min-p-gain``, default DEFAULT_MIN_P_GAIN) and wh
 is above 1; when the best by point is refused the next one is tried; none qualifies → no speculation.
 
 Coverage, width, the calibration of P(gain) (Brier score, reliability table) and the regret of the rule
-are measured *nested* in bench/uncertainty_bench.py: for each held-out source, the priors are fitted
-and the residual distribution calibrated on the other sources only.
+are measured *nested* in bench/uncertainty_bench.py: for each held-out source, the priors and the
+acceptance model are fitted and the residual distribution calibrated on the other sources only.
 """
 
 from __future__ import annotations
@@ -310,7 +312,9 @@ class Uncertainty(Strict):
     p_gain: float = Field(description="P(speedup > 1) under the calibrated residual distribution.")
     expected_speedup: float = Field(description="Mean speedup under the calibrated residual distribution, "
                                     "bounded by S/τ and τ.")
-    tau: float = Field(description="Tokens per verification step: the range's ceiling.")
+    tau: float = Field(description="Tokens per verification step, as predicted.")
+    tau_high: float = Field(description="Upper end of τ's own 80% range (the acceptance model's spread; τ itself "
+                            "where no spread is known): the range's ceiling, since a speedup cannot exceed the true τ.")
     floor: float = Field(description="Speedup if every draft is rejected (S/τ): the range's floor.")
     rows: int = Field(description="Published rows of the deepest stratum the distribution draws on.")
     sources: int = Field(description="Sources of those rows.")
@@ -329,20 +333,25 @@ class Uncertainty(Strict):
 
     def line(self) -> str:
         near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
+        ceiling = (f"τ {self.tau:.2f}" if self.tau_high <= self.tau + 5e-4 else
+                   f"τ's upper end {self.tau_high:.2f} (τ {self.tau:.2f})")
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from out-of-source errors on "
                 f"published rows: {self.rows} rows ({self.sources} sources) with the same {self.matched_on} "
                 f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled from coarser strata; bounded by "
-                f"τ {self.tau:.2f} and the all-rejected {self.floor:.2f}x{near}")
+                f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: Calibration, *,
-           level: float = LEVEL) -> Uncertainty:
+           level: float = LEVEL, tau_high: float | None = None) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
-    verification step, in ``stratum``."""
+    verification step, in ``stratum``. ``tau_high`` (default ``tau``): the upper end of τ's own range - the
+    ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
+    the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S)."""
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
-    cap, floor = max(tau, speedup), min(speedup / tau, speedup)
+    high = max(tau, tau_high or tau)
+    cap, floor = max(high, speedup), min(speedup / tau, speedup)
     lo_q, hi_q = mix.quantile((1 - level) / 2), mix.quantile((1 + level) / 2)
     lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
     hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
@@ -359,11 +368,22 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: Calibratio
     lo, hi = min(point, math.ceil(lo * 1000) / 1000), max(point, math.floor(hi * 1000) / 1000)
     return Uncertainty(speedup=point, speedup_low=lo, speedup_high=hi, level=level,
                        width=round(hi / lo, 3) if lo > 0 else math.inf, p_gain=round(min(1.0, max(0.0, p)), 3),
-                       expected_speedup=round(expected, 3), tau=round(tau, 3), floor=round(floor, 3),
+                       expected_speedup=round(expected, 3), tau=round(tau, 3), tau_high=round(high, 3),
+                       floor=round(floor, 3),
                        rows=mix.own_rows, sources=mix.own_sources, matched_on=LEVELS[mix.depth],
                        own_weight=round(mix.own_share, 3),
                        stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH, median_error=round(med, 3),
                        cited=list(mix.cites))
+
+
+def tau_ceiling(prior, gamma: int, tau: float) -> float:
+    """The ceiling of a speedup range: the upper end of τ's own 80% range at ``gamma`` where the acceptance prior
+    carries the acceptance model's estimate (:meth:`~specops.planner.acceptance.AcceptanceEstimate.tau_range`,
+    the same figure as ``predicted.acceptance.mean_acceptance_length_high``), else the predicted ``tau``."""
+    est = getattr(prior, "evidence", None)
+    if est is None or not gamma:
+        return tau
+    return max(tau, est.tau_range(gamma)[1])
 
 
 @lru_cache(maxsize=1)

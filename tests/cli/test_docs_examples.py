@@ -77,10 +77,10 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                  # none: P(gain) "
-    "0.68": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.65 -o json  # eagle3 γ=1":
-        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.6', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                 # none: P(gain) "
+    "0.72": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.7 -o json  # eagle3 γ=1":
+        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.7', None),
     # recommend.md
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
         (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),

@@ -182,3 +182,27 @@ def test_cli_json_carries_the_gamma_curve_and_the_acceptance_cell():
     pred = plan["predicted"]
     assert pred["gamma_curve"] and pred["acceptance"]["cell_rows"]
     assert pred["acceptance_prior_source"].startswith("acceptance model (playbooks/data/acceptance_2026-12.csv)")
+
+
+def test_the_fit_is_at_the_penalised_fixed_point_every_effect_solves_its_own_normal_equation():
+    """The backfit (all keys of a group updated at once) has converged to the ridge solution: for each effect,
+    value = Σ w·(y − the rest of the prediction) / (Σ w + penalty) over its rows. Checked on the shipped fit from the
+    fitted effects alone, not by re-running the fit."""
+    data = rows()
+    decay = acc.decay_table(data)
+    obs = acc.observations(data, lambda r: (decay.get((r.method, r.task_class)) or decay.get((r.method, "*"))
+                                            or acc.DecayEstimate(acc.DECAY.get(r.method, 1.0), (), "")).value)
+    model = acc._fit(obs, decay)
+    keys = [acc._keys(o.row) for o in obs]
+    slopes = [acc._slopes(o.row) for o in obs]
+    pred = [model.logit(k, s) for k, s in zip(keys, slopes, strict=True)]
+    wsum = sum(o.weight for o in obs)  # μ: the weighted mean residual is 0 (to the fit's 60 sweeps)
+    assert abs(sum(o.weight * (o.y - p) for o, p in zip(obs, pred, strict=True))) / wsum < 1e-2
+    worst = 0.0
+    for g, lam in acc.PENALTY.items():
+        for k, value in model.effects[g].items():
+            idx = [i for i, ks in enumerate(keys) if ks[g] == k]
+            w = sum(obs[i].weight for i in idx)
+            solved = sum(obs[i].weight * (obs[i].y - pred[i] + value) for i in idx) / (w + lam)
+            worst = max(worst, abs(solved - value))
+    assert len(model.effects["source"]) >= 35 and worst < 1e-2, worst  # 60 sweeps: converged to ~1e-3 in logit

@@ -40,3 +40,24 @@ def test_the_shipped_calibration_is_computed_once():
     from specops.planner.uncertainty import default_calibration
 
     assert default_calibration() is default_calibration()
+
+
+def test_the_residuals_are_the_shipped_predictors_with_the_acceptance_model_fitted_without_the_source():
+    """The ranges are calibrated on the predictor recommend ships: each fold's priors carry the acceptance model,
+    and that model was fitted without the held-out publication's acceptance rows (EAGLE-3 paper: 'eagle3-paper')."""
+    from specops.planner.acceptance import load_rows
+    from specops.planner.evidence import acceptance_without, fit_priors
+
+    rows = load_published()
+    source = next(r.source for r in rows if r.source.startswith("EAGLE-3"))
+    priors = fit_priors(rows, exclude_source=source)
+    everything = load_rows()
+    own = [r for r in everything if r.source_id == "eagle3-paper"]
+    assert priors.acceptance is acceptance_without([source]) and len(own) >= 20
+    assert priors.acceptance.rows_fitted < acceptance_without([]).rows_fitted
+    assert "eagle3-paper" not in priors.acceptance.effects["source"]
+    assert "eagle3-paper" in acceptance_without([]).effects["source"]
+    nested = fit_priors(rows, exclude_source=source, held_out=[next(r.source for r in rows if r.source.startswith("EAGLE (Li"))])
+    assert not {"eagle3-paper", "eagle1-paper"} & set(nested.acceptance.effects["source"])
+    prior = priors.lookup("eagle3", task="chat", target="llama-3.1-8b-instruct")
+    assert prior.source.startswith("acceptance model") and prior.evidence is not None

@@ -25,6 +25,7 @@ from specops.planner.uncertainty import (
     pick,
     source_key,
     stratum_of,
+    tau_ceiling,
 )
 
 SERVING_HEAD = Stratum("serving", "head", "dense", "1-2")
@@ -63,6 +64,20 @@ def test_the_range_is_bounded_by_tau_and_by_the_all_rejected_speedup_and_holds_t
     assert u.speedup_low == pytest.approx(1.5) and u.speedup_high > 1.5
     assert u.width == pytest.approx(u.speedup_high / 1.5, abs=1e-3)
     assert u.level == 0.8 and u.expected_speedup > 1.5
+
+
+def test_the_ceiling_is_the_upper_end_of_taus_own_range_where_the_acceptance_model_states_one(priors):
+    wild = Calibration(_points(SERVING_HEAD, [-3.0, -2.0, 2.0, 3.0] * 5))
+    u = assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.9)
+    assert u.speedup_high == pytest.approx(2.9) and u.tau == 2.4 and u.tau_high == 2.9
+    assert u.speedup_low == pytest.approx(1.8 / 2.4, abs=1e-3)  # the floor stays at the predicted τ
+    assert "τ's upper end 2.90 (τ 2.40)" in u.line()
+    assert assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.0).speedup_high == pytest.approx(2.4)  # never below τ
+    prior = priors.lookup("eagle3", task="chat", target="meta-llama/Llama-3.1-8B-Instruct")
+    lo, hi = prior.evidence.tau_range(3)
+    assert lo < prior.expected_tokens(3) < hi and tau_ceiling(prior, 3, prior.expected_tokens(3)) == pytest.approx(hi)
+    measured = type(prior)(prior.alpha0, prior.decay, "measured: 100 samples", (0.8, 0.6, 0.4))
+    assert tau_ceiling(measured, 3, 2.8) == 2.8  # no spread known: the predicted τ
 
 
 def test_p_gain_and_expected_speedup_follow_the_residual_distribution():
@@ -113,8 +128,9 @@ def _drafts(model):
 
 
 def test_no_range_over_the_catalog_grid_leaves_its_physics(catalogs, priors):
-    """Every model × GPU × batch × method × γ the shipped model predicts: lower ≤ point ≤ upper ≤ τ and
-    lower ≥ the all-rejected speedup S/τ, with the shipped calibration."""
+    """Every model × GPU × batch × method × γ the shipped model predicts: lower ≤ point ≤ upper ≤ the upper end of
+    τ's own 80% range (the acceptance model's) and lower ≥ the all-rejected speedup S/τ, with the shipped
+    calibration."""
     cal, checked, bad = default_calibration(), 0, []
     for name in MODELS:
         model = catalogs.model(name)
@@ -134,10 +150,10 @@ def test_no_range_over_the_catalog_grid_leaves_its_physics(catalogs, priors):
                                      output_len=256)
                         s = stratum_of(engine="vllm", method=draft.method, kind=model.kind(), moe=model.is_moe,
                                        batch=e.effective_batch)
-                        u = assess(e.speedup, e.tau, s, cal)
+                        u = assess(e.speedup, e.tau, s, cal, tau_high=tau_ceiling(prior, gamma, e.tau))
                         checked += 1
                         if not (e.speedup / e.tau - 1e-9 <= u.speedup_low <= round(e.speedup, 3) <= u.speedup_high
-                                <= e.tau + 1e-9 and 0 <= u.p_gain <= 1):
+                                <= u.tau_high + 1e-9 <= tau_ceiling(prior, gamma, e.tau) + 2e-3 and 0 <= u.p_gain <= 1):
                             bad.append((name, gpu_name, draft.method, batch, gamma, e.speedup, e.tau, u.speedup_range))
     assert checked > 1000 and not bad, bad[:3]
 
@@ -148,7 +164,9 @@ def test_the_plan_carries_the_numbers_names_the_rule_and_a_strict_bar_refuses_ev
     p = plan.predicted
     assert step.rule == "evidence" and f"P(gain) ≥ {DEFAULT_MIN_P_GAIN:.2f}" in step.input
     assert plan.method != "none" and p.p_gain >= DEFAULT_MIN_P_GAIN and p.expected_speedup > 1
-    assert p.speedup_low <= p.speedup + 0.005 and p.speedup_high <= p.mean_acceptance_length + 0.005
+    ceiling = p.acceptance.mean_acceptance_length_high  # τ's own upper end: the range's ceiling (the JSON's figure)
+    assert p.speedup_low <= p.speedup + 0.005 and p.speedup_high <= ceiling + 0.005
+    assert p.mean_acceptance_length < ceiling and f"τ's upper end {ceiling:.2f}" in p.evidence
     assert all(a.p_gain is None or (0 <= a.p_gain <= 1 and a.expected_speedup > 0) for a in plan.alternatives)
     strict = recommend(RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB", min_p_gain=0.999))
     assert strict.method == "none" and "refused (below the bar)" in strict.decision_path[-1].outcome
