@@ -129,6 +129,7 @@ class DeploymentWatch:
         elif obs.counter_reset:
             self.last_restart_at = obs.at
         findings: list[Finding] = []
+        self.traces.append(WindowTrace.of(obs))  # every window, idle ones too (a K=0 stretch has no drafts)
         be = self.last_break_even = self._break_even(obs)
         for label, w in obs.labels.items():
             if w.drafts < self.cfg.min_drafts or w.alpha is None:
@@ -174,7 +175,6 @@ class DeploymentWatch:
 
     def _collapse_step(self, obs: Observation, w, basis: str) -> list[Finding]:
         """τ − 1 far below its baseline while drafting continues, for collapse_windows windows."""
-        self.traces.append(WindowTrace.of(obs))
         base = self.target.baseline.labels.get(ALL) if self.target.baseline else None
         ratio, what = collapse_ratio(w, base, basis, self.cfg)  # type: ignore[arg-type]
         if ratio is None:
