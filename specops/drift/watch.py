@@ -13,15 +13,6 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from specops.drift.classify import Evidence, LabelDrop, ProbeResult, classify
-from specops.drift.detectors import (
-    Baseline,
-    BreakEven,
-    ChangeDetector,
-    DetectionConfig,
-    FloorDetector,
-    LabelDetectors,
-    sampling_error,
-)
 from specops.drift.collapse import (
     ADAPTIVE_ASSUMPTION,
     BASIS_TEXT,
@@ -33,7 +24,17 @@ from specops.drift.collapse import (
     collapse_ratio,
     varying_launch,
 )
-from specops.drift.detectors import LabelBaseline, first_rate_error
+from specops.drift.detectors import (
+    Baseline,
+    BreakEven,
+    ChangeDetector,
+    DetectionConfig,
+    FloorDetector,
+    LabelBaseline,
+    LabelDetectors,
+    first_rate_error,
+    sampling_error,
+)
 from specops.drift.gamma import GammaController, GammaPolicy, GammaProposal, Predictor, single
 from specops.drift.observe import ALL, Observation
 from specops.models import Finding, Strict
