@@ -58,3 +58,22 @@ def with_adaptive_verification(cfg: LaunchConfig, table: CapabilityTable | None 
                               f"{r.notes.split('. ')[0].rstrip('.')} (playbooks/vllm/capabilities.csv), or drop "
                               "--adaptive-verification")
     return on
+
+
+def render_adaptive(cfg: LaunchConfig, table: CapabilityTable, warn) -> LaunchConfig:
+    """``recommend --adaptive-verification``: the launch with it on where the rows allow, else unchanged
+    with a warning naming the row that refuses it. Either way the plan says what it did."""
+    row = table.lookup("field", "enable_adaptive_verification")
+    if row is not None and not table.has("field", "enable_adaptive_verification", cfg.vllm_version):
+        raise CapabilityError(f"--adaptive-verification: vLLM {cfg.vllm_version} has no enable_adaptive_verification "
+                              f"(it exists in {row.span()})", "use --vllm-version 0.33.0, or drop --adaptive-verification")
+    try:
+        on = with_adaptive_verification(cfg, table)
+    except CapabilityError as exc:
+        warn(f"--adaptive-verification not rendered: {exc.message} (To fix: {exc.fix})")
+        return cfg
+    warn("adaptive verification is on (enable_adaptive_verification): the prediction is for a fixed γ and does not "
+         "model it; vLLM's published runs show acceptance length falling while throughput rises (vllm#52992, "
+         "vllm#52362: slower at concurrency 4-32). The monitor judges this deployment on its realized gain "
+         "(accepted tokens/s, TPOT against a no-speculation baseline): record one with `specops bench --baseline`")
+    return on
