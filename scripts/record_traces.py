@@ -25,6 +25,11 @@ speculation, γ=3):
    accepted with the target's probability of the drafted token only, so acceptance falls;
 7. ``recovery``  greedy code prompts again.
 
+Scenario ``schedule-load`` (issue 40): ngram with a per-batch γ schedule ``[[1, 1, 3], [2, 4, 1]]``
+(K=3 for a lone request, K=1 from two running requests), greedy code prompts throughout, the load
+alternating between one client (``low-*``: K=3) and four (``high-*``: mostly K=1): the drafted length
+per step moves across the schedule's ranges while acceptance per drafted token stays the same.
+
 Scenario ``short-life-restart``: two scrapes of greedy traffic, a restart, eight more: the second
 engine's counters climb past the first's, as a monitor that did not scrape across the restart (a
 cron run every few minutes) sees them.
@@ -73,8 +78,16 @@ PROMPTS = [
     "class Node:\n    def __init__(self, value, next=None):\n",
 ]
 
-# (phase, scrapes, request settings); the restart and the gap are handled by name
+# (phase, scrapes, request settings); the restart and the gap are handled by name; "_clients" in the
+# settings sets how many clients send in that phase (default 4)
 SCENARIOS = {}
+SPECS = {"schedule-load": {**SPEC, "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 4, 1]]}}
+SCENARIOS["schedule-load"] = [
+    ("low-1", 8, {"temperature": 0, "_clients": 1}),
+    ("high-1", 8, {"temperature": 0, "_clients": 4}),
+    ("low-2", 8, {"temperature": 0, "_clients": 1}),
+    ("high-2", 8, {"temperature": 0, "_clients": 4}),
+]
 SCENARIOS["restart-gap"] = [
     ("steady-1", 14, {"temperature": 0}),
     ("gap", 6, {"temperature": 0}),
@@ -100,12 +113,12 @@ def free_port() -> int:
 
 
 class Engine:
-    def __init__(self, port: int, work: Path, log) -> None:
+    def __init__(self, port: int, work: Path, log, spec: dict = SPEC) -> None:
         self.port, self.work, self.log = port, work, log
         self.argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
                      "--port", str(port), "--model", str(MODELS / "target-v1"), "--served-model-name", "tiny",
                      "--max-model-len", "512", "--dtype", "bfloat16", "--max-num-seqs", "4",
-                     "--speculative-config", json.dumps(SPEC)]
+                     "--speculative-config", json.dumps(spec)]
         self.proc: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
@@ -153,8 +166,10 @@ class Traffic:
         self.lock = threading.Lock()
 
     def run(self, settings: dict) -> None:
+        settings = dict(settings)
+        clients = settings.pop("_clients", self.clients)
         self.settings, self.stop_ev = settings, threading.Event()
-        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(self.clients)]
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
         for t in self.threads:
             t.start()
 
@@ -218,7 +233,8 @@ def main() -> None:
     endpoint = f"http://127.0.0.1:{port}"
     work = Path(tempfile.mkdtemp(prefix="specops-record-"))
     log = open(work / "engine.log", "w")  # noqa: SIM115 - lives as long as the engine
-    engine = Engine(port, work, log)
+    spec = SPECS.get(args.scenario, SPEC)
+    engine = Engine(port, work, log, spec)
     series: list[str] = []
     types: dict[str, str] = {}
     scrapes: list[dict] = []
@@ -258,7 +274,7 @@ def main() -> None:
     try:
         event("engine-start")
         event("engine-healthy", at=engine.start())
-        scrape("steady-1")  # the first scrape: counters since the engine started (no traffic yet)
+        scrape(phases[0][0])  # the first scrape: counters since the engine started (no traffic yet)
         next_tick = time.monotonic()
         for phase, n, settings in phases:
             if phase == "restart":
@@ -302,7 +318,7 @@ def main() -> None:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work: timings are noisy)",
             "models": {"target": "tests/assets/tiny-models/target-v1", "build": build.get("versions"),
                        "build_seed": build.get("seed")},
-            "speculative_config": SPEC,
+            "speculative_config": spec,
             "engine_argv": argv,
             "traffic": {"clients": traffic.clients, "max_tokens": traffic.max_tokens, "prompts": PROMPTS,
                         "phases": {p: s for p, _, s in phases if s is not None}},
