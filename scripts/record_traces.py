@@ -220,7 +220,7 @@ def untrained_draft(folder: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), torch_dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.bfloat16)
     model.save_pretrained(folder, safe_serialization=True)
 
 

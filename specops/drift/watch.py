@@ -88,6 +88,7 @@ class DeploymentWatch:
         self.gamma: GammaController | None = None
         self.varying = varying_launch(target.schedule, target.method)
         self.collapse = CollapseDetector(detection)
+        self.collapse_finding: Finding | None = None
         self.traces: deque[WindowTrace] = deque(maxlen=30)
         self.basis: dict[str, str] = {}  # label -> the basis its last window was judged on
         self.recent_first: dict[str, deque[float]] = {}
@@ -184,12 +185,13 @@ class DeploymentWatch:
         self.collapse.update(obs.at, ratio, what)
         if not self.collapse.active:
             if was:
+                self.collapse_finding = None
                 return [Finding(code="ACCEPTANCE_RECOVERED", severity="info",
                                 message=f"{self.target.name}: acceptance is back from its collapse ({what})",
                                 evidence={"deployment": self.target.name, "label": "all", "collapse": False})]
             return []
-        if not self.collapse.raised_now:
-            return []
+        if not self.collapse.raised_now:  # still collapsed: the finding of its onset, every window (like alarms)
+            return [self.collapse_finding] if self.collapse_finding is not None else []
         t = self.target
         facts = CauseFacts(method=t.method, draft_method=t.draft_method, kv_connector=t.kv_connector,
                            schedule=t.schedule, window_s=self.window_s, min_drafts=self.cfg.min_drafts)
@@ -202,14 +204,15 @@ class DeploymentWatch:
               "mean_drafted": _r(w.mean_drafted), "since": onset, "causes": causes, "suspected": suspected}
         if basis == "realized_gain":
             ev["assumption"] = ADAPTIVE_ASSUMPTION
-        return [Finding(
+        self.collapse_finding = Finding(
             code="ACCEPTANCE_COLLAPSE", severity="error",
             message=f"{t.name}: acceptance collapsed while drafting continues ({what}, {ratio:.0%} of baseline, "
                     f"{self.cfg.collapse_windows} windows, {w.drafts:g} drafts in the last); suspected: "
                     f"{', '.join(suspected) or 'none on record'}",
             fix=f"run `specops runbook run acceptance-collapse --deployment {t.name}`: one step per cause proves or "
                 "refutes it; disable speculation meanwhile (it only costs)",
-            evidence=ev)]
+            evidence=ev)
+        return [self.collapse_finding]
 
     def _probe_step(self, obs: Observation, alpha: float) -> list[Finding]:
         if self.probe_result and obs.at - self.probe_result.at > self.probe_memory_s:
@@ -290,7 +293,9 @@ class DeploymentWatch:
             if not out and cause.code == "CHANGED_MODEL":
                 cause = cause.model_copy(update={"severity": "warning", "message": cause.message
                                                  + " (acceptance has not dropped yet)"})
-            if self.probe is None or cause.code == "CHANGED_MODEL":
+            # while collapsed, the collapse finding names its causes; "unknown" would only contradict it
+            unknown_in_collapse = cause.code == "DRIFT_CAUSE_UNKNOWN" and self.collapse.active
+            if (self.probe is None or cause.code == "CHANGED_MODEL") and not unknown_in_collapse:
                 out.append(cause)
         return out
 
