@@ -3,8 +3,9 @@
 **Basis** (issue 40). vLLM's counters give τ per drafted step; what τ means depends on how many
 tokens each step drafted:
 
-- ``tau`` — every draft had K tokens (a fixed γ, no schedule): the per-token α solved from τ at K,
-  the slow CUSUM's usual input;
+- ``tau`` — every draft had K tokens (a fixed γ, no schedule): the per-token α solved from τ at the
+  drafted length (K), the slow CUSUM's usual input. Also the fallback of a varying length when the
+  stored baseline predates first-token acceptance (α at the mean drafted length, a least-spread mix);
 - ``drafted_token`` — the drafted length varies (a per-batch γ schedule with ranges of different K,
   n-gram/suffix drafts that stop short, or a window whose num_draft_tokens / num_drafts is below K):
   τ falls with the budget, not with acceptance, so the window is judged on the acceptance of the
@@ -47,7 +48,7 @@ from specops.drift.observe import LabelWindow, Observation
 Basis = Literal["tau", "drafted_token", "realized_gain"]
 
 BASIS_TEXT = {
-    "tau": "per-token α from τ at the fixed drafted length K",
+    "tau": "per-token α from τ at the drafted length actually used (num_draft_tokens / num_drafts; K when fixed)",
     "drafted_token": "first-token acceptance (accepted at position 0 / drafts), per drafted token: the drafted "
                      "length varies, so τ is not compared",
     "realized_gain": "realized gain (accepted tokens/s, TPOT against the no-speculation baseline): adaptive "

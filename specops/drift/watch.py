@@ -144,7 +144,8 @@ class DeploymentWatch:
             # drafted length varies and τ is not compared again (the τ detector's state is dropped)
             basis = basis_for(w, varying=self.varying or self.basis.get(label) == "drafted_token",
                               adaptive=self.target.adaptive_verification)
-            if basis != "tau" and self.basis.get(label, "tau") == "tau" and det.change:
+            if basis != "tau" and self.basis.get(label, "tau") == "tau" and det.change and (
+                    det.first is not None or basis == "realized_gain"):
                 det.change.reset()
             self.basis[label] = basis
             if w.first_rate is not None:
@@ -153,6 +154,8 @@ class DeploymentWatch:
                 self.history.append((obs.at, obs.uptime_s or 0.0, a, obs.kv_usage))
                 findings += self._probe_step(obs, a)
                 findings += self._collapse_step(obs, w, basis)
+            if basis == "drafted_token" and det.first is None:
+                basis = "tau"  # a baseline recorded without first-token acceptance: α at the drafted length
             judged = det.change if basis == "tau" else det.first if basis == "drafted_token" else None
             if judged is not None:
                 value = a if basis == "tau" else w.first_rate

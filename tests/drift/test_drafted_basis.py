@@ -157,3 +157,17 @@ def test_adaptive_verification_judges_the_realized_gain_and_says_it_is_an_assump
     dead = [_obs(30 + i, _win(900, 1.01)) for i in range(2)]
     f = next(f for o in dead for f in w.update(o)[0] if f.code == "ACCEPTANCE_COLLAPSE")
     assert f.evidence["basis"] == "realized_gain" and "assumption" in f.evidence["assumption"]
+
+
+def test_a_baseline_stored_before_first_token_acceptance_falls_back_to_alpha_at_the_drafted_length():
+    old = baseline()
+    stripped = old.model_copy(update={"labels": {k: v.model_copy(update={"first_mean": None, "first_std": None})
+                                                 for k, v in old.labels.items()}})
+    w = _watch(stripped, gamma=3, schedule=SCHEDULE, method="eagle3")
+    assert w.labels == {} and all(b.first_mean is None for b in stripped.labels.values())
+    quiet = {f.code for _, fs in _run(w, generate(TraceConfig(seed=7, schedule=SCHEDULE, **QUIET), DAY)) for f in fs}
+    assert not quiet & ALARMS, quiet  # still judged (never skipped), and still no false drop
+    w = _watch(stripped, gamma=3, schedule=SCHEDULE, method="eagle3")
+    cfg = TraceConfig(seed=8, schedule=SCHEDULE, drop_at_s=12 * 3600, drop_points=0.15, **QUIET)
+    drops = [f for _, fs in _run(w, generate(cfg, 14 * 3600)) for f in fs if f.code == "ACCEPTANCE_DROP"]
+    assert drops and drops[0].evidence["basis"] == "tau"
