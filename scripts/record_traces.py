@@ -25,6 +25,17 @@ speculation, γ=3):
    accepted with the target's probability of the drafted token only, so acceptance falls;
 7. ``recovery``  greedy code prompts again.
 
+Scenario ``schedule-load`` (issue 40): ngram with a per-batch γ schedule ``[[1, 1, 3], [2, 4, 1]]``
+(K=3 for a lone request, K=1 from two running requests), greedy code prompts throughout, the load
+alternating between one client (``low-*``: K=3) and four (``high-*``: mostly K=1): the drafted length
+per step moves across the schedule's ranges while acceptance per drafted token stays the same.
+
+Scenario ``draft-swap`` (issue 40): draft_model speculation (γ=3) with a copy of the tiny draft-v1,
+greedy code prompts from 4 clients (``steady``); then, behind the monitor's back, the draft folder is
+replaced by an untrained draft of the same architecture (random weights, seed 0) and the engine is
+restarted with the same argv (``swap-restart``: scrapes fail while it is down); ``stale``: the same
+traffic on the stale draft, whose drafts the target almost never accepts.
+
 Scenario ``short-life-restart``: two scrapes of greedy traffic, a restart, eight more: the second
 engine's counters climb past the first's, as a monitor that did not scrape across the restart (a
 cron run every few minutes) sees them.
@@ -73,8 +84,22 @@ PROMPTS = [
     "class Node:\n    def __init__(self, value, next=None):\n",
 ]
 
-# (phase, scrapes, request settings); the restart and the gap are handled by name
+# (phase, scrapes, request settings); the restart and the gap are handled by name; "_clients" in the
+# settings sets how many clients send in that phase (default 4)
 SCENARIOS = {}
+SPECS = {"schedule-load": {**SPEC, "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 4, 1]]}}
+SPECS["draft-swap"] = {"method": "draft_model", "model": "DRAFT", "num_speculative_tokens": 3}
+SCENARIOS["draft-swap"] = [
+    ("steady", 8, {"temperature": 0}),
+    ("swap-restart", 0, None),
+    ("stale", 8, {"temperature": 0}),
+]
+SCENARIOS["schedule-load"] = [
+    ("low-1", 8, {"temperature": 0, "_clients": 1}),
+    ("high-1", 8, {"temperature": 0, "_clients": 4}),
+    ("low-2", 8, {"temperature": 0, "_clients": 1}),
+    ("high-2", 8, {"temperature": 0, "_clients": 4}),
+]
 SCENARIOS["restart-gap"] = [
     ("steady-1", 14, {"temperature": 0}),
     ("gap", 6, {"temperature": 0}),
@@ -100,12 +125,12 @@ def free_port() -> int:
 
 
 class Engine:
-    def __init__(self, port: int, work: Path, log) -> None:
+    def __init__(self, port: int, work: Path, log, spec: dict = SPEC) -> None:
         self.port, self.work, self.log = port, work, log
         self.argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
                      "--port", str(port), "--model", str(MODELS / "target-v1"), "--served-model-name", "tiny",
                      "--max-model-len", "512", "--dtype", "bfloat16", "--max-num-seqs", "4",
-                     "--speculative-config", json.dumps(SPEC)]
+                     "--speculative-config", json.dumps(spec)]
         self.proc: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
@@ -153,8 +178,10 @@ class Traffic:
         self.lock = threading.Lock()
 
     def run(self, settings: dict) -> None:
+        settings = dict(settings)
+        clients = settings.pop("_clients", self.clients)
         self.settings, self.stop_ev = settings, threading.Event()
-        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(self.clients)]
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
         for t in self.threads:
             t.start()
 
@@ -185,6 +212,16 @@ class Traffic:
                     self.failed += not ok
                 if not ok:
                     self.stop_ev.wait(1)
+
+
+def untrained_draft(folder: Path) -> None:
+    """Replace the draft's weights in ``folder`` by an untrained model of the same config (seed 0)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.bfloat16)
+    model.save_pretrained(folder, safe_serialization=True)
 
 
 def keep(text: str) -> tuple[dict[str, str], dict[str, float]]:
@@ -218,7 +255,14 @@ def main() -> None:
     endpoint = f"http://127.0.0.1:{port}"
     work = Path(tempfile.mkdtemp(prefix="specops-record-"))
     log = open(work / "engine.log", "w")  # noqa: SIM115 - lives as long as the engine
-    engine = Engine(port, work, log)
+    spec = SPECS.get(args.scenario, SPEC)
+    draft_dir = work / "draft"
+    if spec.get("model") == "DRAFT":  # a copy of draft-v1 the recorder can swap behind the engine's back
+        import shutil
+
+        shutil.copytree(MODELS / "draft-v1", draft_dir)
+        spec = {**spec, "model": str(draft_dir)}
+    engine = Engine(port, work, log, spec)
     series: list[str] = []
     types: dict[str, str] = {}
     scrapes: list[dict] = []
@@ -258,19 +302,22 @@ def main() -> None:
     try:
         event("engine-start")
         event("engine-healthy", at=engine.start())
-        scrape("steady-1")  # the first scrape: counters since the engine started (no traffic yet)
+        scrape(phases[0][0])  # the first scrape: counters since the engine started (no traffic yet)
         next_tick = time.monotonic()
         for phase, n, settings in phases:
-            if phase == "restart":
+            if phase in ("restart", "swap-restart"):
                 event("restart-begin")
                 engine.stop()
                 event("engine-stopped")
+                if phase == "swap-restart":
+                    untrained_draft(draft_dir)
+                    event("draft-swapped", draft="untrained (random weights, seed 0), same config and tokenizer")
                 th = threading.Thread(target=lambda: event("engine-healthy", at=engine.start()), daemon=True)
                 th.start()
                 while th.is_alive():  # the scrapes go on while the engine is down
                     next_tick += args.interval
                     time.sleep(max(0.0, next_tick - time.monotonic()))
-                    scrape("restart")
+                    scrape(phase)
                 continue
             event(f"phase {phase}", settings=settings)
             traffic.run(settings)
@@ -289,8 +336,10 @@ def main() -> None:
 
     git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     build = json.loads((MODELS / "BUILD.json").read_text())
-    argv = [a.replace(str(MODELS), "tests/assets/tiny-models").replace(sys.executable, "python")
-            for a in engine.argv]
+    argv = [a.replace(str(MODELS), "tests/assets/tiny-models").replace(str(draft_dir), "<recorder work>/draft")
+            .replace(sys.executable, "python") for a in engine.argv]
+    if spec.get("model") == str(draft_dir):
+        spec = {**spec, "model": "<recorder work>/draft (a copy of tests/assets/tiny-models/draft-v1)"}
     out = {
         "provenance": {
             "recorded_at": started.isoformat(timespec="seconds"),
@@ -302,7 +351,7 @@ def main() -> None:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work: timings are noisy)",
             "models": {"target": "tests/assets/tiny-models/target-v1", "build": build.get("versions"),
                        "build_seed": build.get("seed")},
-            "speculative_config": SPEC,
+            "speculative_config": spec,
             "engine_argv": argv,
             "traffic": {"clients": traffic.clients, "max_tokens": traffic.max_tokens, "prompts": PROMPTS,
                         "phases": {p: s for p, _, s in phases if s is not None}},

@@ -82,6 +82,9 @@ WHEN_KEYS: dict[str, tuple[str, ...] | None] = {
     "vocab": ("match", "mismatch"),  # draft vs target vocabulary
     "schedule": ("on", "off"),       # a per-batch γ schedule
     "draft_kv_dtype": ("inherit", "auto", "other"),  # speculative_config.kv_cache_dtype (unset: inherit)
+    "adaptive_verification": ("on", "off"),  # speculative_config.enable_adaptive_verification (0.33.0)
+    "lora": ("on", "off"),           # --enable-lora
+    "pipeline_parallel": ("1", ">1"),
 }
 """What a bug row's ``when`` may test, and the values each key takes (None: checked against the method
 table or the kv_dtype rows). A fact the caller does not know leaves the row "may apply"."""

@@ -227,6 +227,28 @@ class Acceptance:
             k = max(1, round(mk)) if mk else 1
         return alpha_from_tau(tau, k)
 
+    def alpha_drafted(self) -> float | None:
+        """The i.i.d. per-token α at the drafted length actually used: drafts of a window mix
+        ⌊m⌋ and ⌈m⌉ tokens with mean m = draft tokens / drafts (the least-spread mix with that mean),
+        so τ − 1 = (1 − w)·S(α, ⌊m⌋) + w·S(α, ⌈m⌉) with S(α, k) = α + … + α^k. Equals
+        :meth:`alpha` at K when every draft had K tokens."""
+        tau, m = self.tau, self.mean_k()
+        if tau is None or not m:
+            return None
+        lo = max(1, int(m))
+        w = min(1.0, max(0.0, m - lo))
+        return bisect(lambda a: (1 - w) * expected_tokens(a, lo) + w * expected_tokens(a, lo + 1), tau, 0.0, 1.0)
+
+    @property
+    def first_position_rate(self) -> float | None:
+        """accepted at position 0 / drafts: the acceptance of the first drafted token. Every counted
+        draft has a position 0, so this one rate is exact per drafted token whatever the mix of draft
+        lengths (a γ schedule, short n-gram drafts); later positions are not (vLLM exports no draft
+        tokens per position)."""
+        if self.num_drafts <= 0 or not self.accepted_per_position:
+            return None
+        return self.accepted_per_position[0] / self.num_drafts
+
 
 # --- EAGLE generation ----------------------------------------------------------------------------------
 

@@ -61,6 +61,9 @@ def recommend_command(
     min_p_gain: float = typer.Option(None, "--min-p-gain", help="Risk level, 0-1: choose only candidates whose "
                                      "chance of a speedup above 1 is at least this (default 0.8; see "
                                      "docs/recommend.md)."),
+    adaptive_verification: bool = typer.Option(False, "--adaptive-verification", help="Render vLLM 0.33's "
+                                               "enable_adaptive_verification where the capability rows allow it "
+                                               "(not modelled: docs/monitor.md)."),
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
 ) -> None:
@@ -75,7 +78,8 @@ def recommend_command(
                                 temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
                                 objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
                                 draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
-                                engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype)
+                                engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype,
+                                adaptive_verification=adaptive_verification or None)
         plan = recommend_with_defaults(request, calibration=calibration)
         if fmt == "deployment":
             typer.echo(deployment_yaml(plan, name), nl=False)

@@ -41,6 +41,12 @@ class DetectionConfig(Strict):
     min_sigma: float = Field(0.01, gt=0, description="Floor on the baseline std (a too-quiet baseline).")
     clear_windows: int = Field(5, ge=1, description="Consecutive near-baseline windows to clear a drop.")
     clear_z: float = Field(1.0, description="A window is near baseline when z is below this (hysteresis).")
+    collapse_fraction: float = Field(0.3, gt=0, lt=1, description="Collapse: τ − 1 (or, when the drafted length "
+                                     "varies, the first-token acceptance) below this share of its baseline.")
+    collapse_windows: int = Field(2, ge=1, le=2, description="Consecutive collapsed windows before it is flagged "
+                                  "(at most two).")
+    collapse_tau: float = Field(1.05, gt=1, description="Without a recorded baseline τ: τ below this while drafts "
+                                "continue is a collapse (≈ 1.0: nothing accepted).")
 
 
 class LabelBaseline(Strict):
@@ -50,6 +56,10 @@ class LabelBaseline(Strict):
     mean: float = Field(ge=0, le=1, description="Mean α over the baseline windows.")
     std: float = Field(ge=0, description="Std of window α over the baseline windows.")
     windows: int = Field(ge=1, description="How many windows stand behind it.")
+    tau_mean: float | None = Field(None, ge=1, description="Mean τ over the baseline windows (collapse detector).")
+    first_mean: float | None = Field(None, ge=0, le=1, description="Mean first-token acceptance (accepted at "
+                                     "position 0 / drafts): the per-drafted-token basis.")
+    first_std: float | None = Field(None, ge=0, description="Std of the window first-token acceptance.")
 
 
 class Baseline(Strict):
@@ -61,7 +71,7 @@ class Baseline(Strict):
 
     @classmethod
     def from_observations(cls, observations: Sequence, min_drafts: float = 50) -> Baseline:
-        per: dict[str, list[float]] = {}
+        per: dict[str, list[tuple[float, float, float | None]]] = {}
         last = None
         for o in observations:
             if not isinstance(o, Observation):
@@ -69,14 +79,21 @@ class Baseline(Strict):
             last = o.at
             for lab, w in o.labels.items():
                 if w.drafts >= min_drafts and w.alpha is not None:
-                    per.setdefault(lab, []).append(w.alpha)
+                    per.setdefault(lab, []).append((w.alpha, w.tau or 1.0, w.first_rate))
         labels = {}
-        for lab, xs in per.items():
-            if len(xs) >= 2:
-                mean = sum(xs) / len(xs)
-                std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-                labels[lab] = LabelBaseline(mean=mean, std=std, windows=len(xs))
+        for lab, rows in per.items():
+            if len(rows) >= 2:
+                mean, std = _mean_std([r[0] for r in rows])
+                firsts = [r[2] for r in rows if r[2] is not None]
+                fm, fs = _mean_std(firsts) if len(firsts) >= 2 else (None, None)
+                labels[lab] = LabelBaseline(mean=mean, std=std, windows=len(rows),
+                                            tau_mean=sum(r[1] for r in rows) / len(rows), first_mean=fm, first_std=fs)
         return cls(labels=labels, recorded_at=last)
+
+
+def _mean_std(xs: Sequence[float]) -> tuple[float, float]:
+    mean = sum(xs) / len(xs)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
 
 
 def sampling_error(w: LabelWindow) -> float:
@@ -85,7 +102,7 @@ def sampling_error(w: LabelWindow) -> float:
     Per draft the accepted count A has P(A=j) = α^j (1 − α) for j < K and α^K for j = K; τ − 1 is
     its mean over ``drafts`` drafts and dτ/dα = Σ j α^(j−1), so se(α) = sd(A) / (dτ/dα · √drafts).
     """
-    a, k = min(max(w.alpha or 0.0, 0.01), 0.99), w.k
+    a, k = min(max(w.alpha or 0.0, 0.01), 0.99), max(1, round(w.mean_drafted or w.k))
     probs = [a ** j * (1 - a) for j in range(k)] + [a ** k]
     mean = sum(j * p for j, p in enumerate(probs))
     var = sum(j * j * p for j, p in enumerate(probs)) - mean * mean
@@ -153,6 +170,12 @@ class ChangeDetector:
         return st
 
 
+def first_rate_error(w: LabelWindow) -> float:
+    """Standard error of the window's first-token acceptance (a binomial over its drafts)."""
+    p = min(max(w.first_rate or 0.0, 0.01), 0.99)
+    return math.sqrt(p * (1 - p) / max(w.drafts, 1.0))
+
+
 @dataclass
 class LabelDetectors:
     change: ChangeDetector | None
@@ -160,3 +183,4 @@ class LabelDetectors:
     break_even: FloorDetector
     last_alpha: float | None = None
     last_at: float | None = None
+    first: ChangeDetector | None = None  # CUSUM on the per-drafted-token basis (first-token acceptance)

@@ -216,14 +216,19 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
                 drafts[d.draft_ref] = reg.get_draft(d.draft_ref)
             except Exception:  # noqa: BLE001 - a draft given as a hub id or path, not registered
                 drafts[d.draft_ref] = None
+    from specops.drift.collapse_steps import launch_record
+
     targets = []
     for name, d in sorted(deps.items()):
         draft = drafts.get(d.draft_ref) if d.draft_ref else None
         gamma = d.num_speculative_tokens or _argv_gamma(d) or 0
         be = spec_break_even(name, reg, gamma)
         exp = spec_expectations(name, reg) if gamma > 0 else None
+        rec = launch_record(d)  # the recorded launch: method, KV connector, adaptive verification
         try:
             targets.append(WatchTarget(
+                method=rec["method"], draft_method=draft.method if draft is not None else None,
+                kv_connector=rec["kv_connector"], adaptive_verification=rec["adaptive_verification"],
                 name=name, gamma=gamma, schedule=_schedule(d), baseline=baselines.get(name),
                 alpha_floor=floors.alpha_floor, break_even_alpha=be if be is not None else floors.break_even(gamma),
                 trained_against=draft.trained_against_fingerprint if draft is not None else None,

@@ -48,14 +48,34 @@ class LabelWindow:
         """Mean acceptance length τ = 1 + accepted / drafts (bonus token included)."""
         return self.counts.tau
 
+    @property
+    def mean_drafted(self) -> float | None:
+        """Drafted tokens per drafted step (num_draft_tokens / num_drafts): the drafted length the
+        window actually used, next to τ (K, or less with a γ schedule or short n-gram drafts)."""
+        return self.counts.mean_k()
+
+    @property
+    def varying(self) -> bool:
+        """Drafts were shorter than K on average: the drafted length varied within the window."""
+        m = self.mean_drafted
+        return m is not None and m < self.k - 0.05
+
     @cached_property
     def alpha(self) -> float | None:
-        """Per-token α equivalent of τ at this window's K: comparable across γ changes."""
-        return self.counts.alpha(self.k)
+        """Per-token α equivalent of τ at the drafted length actually used (num_draft_tokens /
+        num_drafts; K when every draft had K tokens): comparable across γ changes."""
+        return self.counts.alpha_drafted()
+
+    @property
+    def first_rate(self) -> float | None:
+        """Acceptance of the first drafted token (accepted at position 0 / drafts): exact per drafted
+        token whatever the mix of draft lengths."""
+        return self.counts.first_position_rate
 
     @property
     def position_rates(self) -> tuple[float, ...]:
-        """p_i = P(first i+1 drafts accepted)."""
+        """p_i = P(first i+1 drafts accepted), per drafted step; when :attr:`varying`, positions past 0
+        divide by steps that never drafted them (lower bounds: vLLM exports no draft tokens per position)."""
         return tuple(self.counts.per_position or ())
 
 
@@ -76,6 +96,8 @@ class Observation:
     target_fingerprint: str | None = None
     counter_reset: bool = False
     notes: tuple[str, ...] = ()
+    prefix_hit_rate: float | None = None  # prefix-cache hits / queries in the window (None: not exported)
+    events: tuple[str, ...] = ()  # engine lifecycle events seen in the window: restart, sleep, wake_up, weight_update
 
     @property
     def total(self) -> LabelWindow | None:

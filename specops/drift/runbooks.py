@@ -21,11 +21,12 @@ from specops.models import Finding, Strict
 
 StepKind = Literal["query", "lineage_check", "fingerprint_check", "restart_probe"]
 QUERIES = ("acceptance", "acceptance_by_label", "per_position", "tpot_vs_baseline", "kv_usage", "load",
-           "uptime", "long_context")
+           "uptime", "long_context", "collapse", "draft_weight_events", "kv_connector", "k0_schedule", "method_match")
 RUNBOOK_CODES = FINDING_CODES + (
     "STALE_DRAFT", "LINEAGE_OK", "FINGERPRINT_MISMATCH", "FINGERPRINT_OK", "RESTART_RECOVERED",
     "RESTART_NO_CHANGE", "SLOWER_THAN_BASELINE", "KV_PRESSURE", "PREEMPTIONS", "HIGH_BATCH_COLLAPSE",
-    "LONG_CONTEXT_DROP", "QUERY_OK")
+    "LONG_CONTEXT_DROP", "QUERY_OK", "COLLAPSE_STALE_WEIGHTS", "COLLAPSE_KV_WITHOUT_DRAFT_KV", "COLLAPSE_STALE_AFTER_K0",
+    "COLLAPSE_METHOD_MISMATCH")
 
 
 class Step(Strict):

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from specops.drift.classify import uptime_trend
+from specops.drift.collapse import BASIS_TEXT
+from specops.drift.collapse_steps import CollapseSteps
 from specops.drift.detectors import Baseline
 from specops.drift.fleet import LiveFingerprints, served_model_path
 from specops.drift.observe import ALL, Observation, Unseen
@@ -47,7 +49,7 @@ def _r(x: float | None, n: int = 4) -> float | None:
     return None if x is None else round(x, n)
 
 
-class RegistrySteps:
+class RegistrySteps(CollapseSteps):
     """Runbook steps for registered deployments. ``source_for(dep_row)`` returns a MeasurementSource."""
 
     def __init__(self, reg, source_for: Callable, *, fingerprints: LiveFingerprints | None = None,
@@ -102,9 +104,13 @@ class RegistrySteps:
             raise CouldNotEvaluate(f"{deployment}: no drafts in the {obs.window_s:g}s window (no traffic, or "
                                    "speculation off): acceptance cannot be compared",
                                    "send traffic to the deployment and run the runbook again")
+        basis, _rec = self._basis(deployment, w)
         ev = dict(deployment=deployment, alpha=_r(w.alpha), acceptance_rate=_r(w.acceptance_rate), tau=_r(w.tau),
-                  drafts=w.drafts, gamma=w.k, window_s=obs.window_s,
+                  drafts=w.drafts, gamma=w.k, mean_drafted=_r(w.mean_drafted), first_token_rate=_r(w.first_rate),
+                  window_s=obs.window_s, basis=basis, basis_text=BASIS_TEXT[basis],
                   tau_per="drafted step (vLLM does not count steps without a draft; they are excluded)")
+        if basis == "realized_gain":
+            return self._realized_gain(deployment, obs, ev)
         be = self.break_even(deployment)
         if be is not None:
             ev.update(break_even_acceptance_rate=_r(be[0]), break_even_source=be[1])
@@ -122,6 +128,8 @@ class RegistrySteps:
                                    "but no baseline is recorded to compare it with",
                                    "record one while the deployment is healthy: `specops monitor --once "
                                    f"--record-baseline -d {deployment}`")
+        if basis == "drafted_token":
+            return self._per_drafted_token(deployment, w, b, ev, versus)
         sigmas = (b.mean - w.alpha) / max(b.std, 0.01)
         ev.update(baseline=_r(b.mean), baseline_std=_r(b.std), sigmas=_r(sigmas, 2))
         if sigmas >= DROP_SIGMAS:
@@ -130,6 +138,40 @@ class RegistrySteps:
                        "find the cause with the next steps", **ev)]
         return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} is within {DROP_SIGMAS:g}σ of its baseline "
                    f"{b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f}{versus})", **ev)]
+
+    def _per_drafted_token(self, deployment: str, w, b, ev: dict, versus: str) -> list[Finding]:
+        """The drafted length varies: first-token acceptance against the baseline's, never τ."""
+        budget = f"τ {w.tau:.2f} at {w.mean_drafted:.2f} drafted tokens per step of K={w.k}"
+        if b.first_mean is None or w.first_rate is None:
+            raise CouldNotEvaluate(f"{deployment}: the drafted length varies ({budget}), and the "
+                                   f"{'baseline' if b.first_mean is None else 'window'} has no first-token "
+                                   "acceptance to compare per drafted token", "record the baseline again (`specops "
+                                   f"monitor --once --record-baseline -d {deployment}`) while it is healthy")
+        sigmas = (b.first_mean - w.first_rate) / max(b.first_std or 0.0, 0.01)
+        ev.update(baseline_first_token_rate=_r(b.first_mean), baseline_std=_r(b.first_std), sigmas=_r(sigmas, 2))
+        if sigmas >= DROP_SIGMAS:
+            return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: first-token acceptance {w.first_rate:.3f} is "
+                       f"{sigmas:.1f}σ below its baseline {b.first_mean:.3f} (per drafted token; {budget}{versus})",
+                       "find the cause with the next steps", **ev)]
+        return [_f("QUERY_OK", "info", f"{deployment}: first-token acceptance {w.first_rate:.3f} is within "
+                   f"{DROP_SIGMAS:g}σ of its baseline {b.first_mean:.3f} (per drafted token; {budget}: a budget change "
+                   f"is not a drop{versus})", **ev)]
+
+    def _realized_gain(self, deployment: str, obs: Observation, ev: dict) -> list[Finding]:
+        """Adaptive verification: accepted tokens/s and TPOT against the no-speculation baseline."""
+        from specops.drift.collapse import ADAPTIVE_ASSUMPTION
+
+        w = obs.total
+        ev.update(accepted_tokens_per_s=_r(w.accepted / obs.window_s if obs.window_s > 0 else None, 2),
+                  assumption=ADAPTIVE_ASSUMPTION)
+        try:
+            tpot = self._q_tpot_vs_baseline(deployment)
+        except CouldNotEvaluate as exc:
+            raise CouldNotEvaluate(f"{deployment}: adaptive verification is on, so τ ({w.tau:.2f}) is not judged "
+                                   f"({ADAPTIVE_ASSUMPTION}); {exc.message}", exc.fix) from None
+        return [t.model_copy(update={"message": t.message + f"; judged on the realized gain (adaptive verification "
+                                     f"on: {ev['accepted_tokens_per_s']} accepted tokens/s, τ {w.tau:.2f} not judged)",
+                                     "evidence": {**ev, **t.evidence}}) for t in tpot]
 
     def _q_acceptance_by_label(self, deployment: str) -> list[Finding]:
         obs = self.observation(deployment)

@@ -20,6 +20,12 @@ Model (everything seeded from ``TraceConfig.seed``; same seed, same trace):
 - **Engine-state decay**: α falls by ``decay_per_hour`` per hour of uptime (up to ``decay_max``) and
   KV usage climbs with uptime; a restart (random, or a restart probe through ``restart()``) brings
   both back — the vllm#41838 pattern.
+- **Per-batch γ schedule** (``schedule``, ``[[start, end, K], ...]`` as vLLM takes it): each tick
+  drafts K tokens per step where K is the schedule's value at the running batch; a K=0 range drafts
+  nothing and counts no drafts (vLLM does not count a step without draft tokens).
+- **Collapse** at ``collapse_at_s``: the draft is swapped behind the monitor's back and the engine
+  restarted (``collapse_restart``; an event ``restart`` in the next window): α becomes
+  ``collapse_alpha`` for every label.
 - **Changed model** at ``change_at_s``: the live target's fingerprint becomes ``changed_fingerprint``
   and α drops by ``change_drop_points`` of acceptance rate for every label.
 """
@@ -71,6 +77,10 @@ class TraceConfig(Strict):
     fingerprint: str = Field("sha256:target-v1", description="Live target fingerprint.")
     change_at_s: float | None = Field(None, description="When the target is swapped (s from start).")
     changed_fingerprint: str = Field("sha256:target-v2", description="Fingerprint after the swap.")
+    schedule: list[tuple[int, int, int]] | None = Field(None, description="Per-batch γ schedule (K ≤ gamma).")
+    collapse_at_s: float | None = Field(None, description="When the draft goes stale (s from start).")
+    collapse_alpha: float = Field(0.02, gt=0, lt=1, description="α after the collapse.")
+    collapse_restart: bool = Field(True, description="The collapse comes with an engine restart.")
     change_drop_points: float = Field(0.3, ge=0, lt=1, description="Acceptance-rate points lost on swap.")
 
 
@@ -86,6 +96,8 @@ class SimDeployment:
         self._noise = {lab: self.rng.gauss(0, cfg.noise_std) for lab in cfg.labels}
         self._counters = self._zero()
         self._gaps = self._draw_gaps()
+        self.events: list[str] = []  # lifecycle events since the last scrape (drained by SimSource)
+        self._collapsed = False
         k, base = cfg.gamma, cfg.baseline_alpha
         self._drop_alpha = base - alpha_from_rate(max(0.0, rate_of_alpha(base, k) - cfg.drop_points), k)
         self._change_alpha = base - alpha_from_rate(max(0.0, rate_of_alpha(base, k) - cfg.change_drop_points), k)
@@ -123,7 +135,17 @@ class SimDeployment:
         if c.change_at_s is not None and t >= c.change_at_s:
             a -= self._change_alpha
         a -= min(c.decay_max, c.decay_per_hour * self.uptime / 3600.0)
+        if c.collapse_at_s is not None and t >= c.collapse_at_s:
+            a = c.collapse_alpha
         return min(0.99, max(0.01, a))
+
+    def k_at(self, t: float) -> int:
+        """Tokens drafted per step at this tick's running batch (the schedule, else γ)."""
+        c = self.cfg
+        if not c.schedule:
+            return c.gamma
+        batch = max(1, round(c.peak_batch * self.load(t)))
+        return next((min(k, c.gamma) for lo, hi, k in c.schedule if lo <= batch <= hi), c.gamma)
 
     def kv_usage(self, t: float) -> float:
         c = self.cfg
@@ -134,6 +156,7 @@ class SimDeployment:
         self._counters = self._zero()
         self.uptime = 0.0
         self.restarts += 1
+        self.events.append("restart")
 
     def advance(self, to_t: float) -> None:
         c, rng = self.cfg, self.rng
@@ -144,16 +167,21 @@ class SimDeployment:
             self.uptime += c.tick_s
             if rng.random() < reset_p:
                 self.restart()
+            if c.collapse_at_s is not None and self.t >= c.collapse_at_s and not self._collapsed:
+                self._collapsed = True
+                if c.collapse_restart:
+                    self.restart()
             mean = c.peak_drafts_per_s * self.load(self.t) * c.tick_s
+            k = self.k_at(self.t)
             for lab, share in c.labels.items():
                 self._noise[lab] = c.noise_phi * self._noise[lab] + rng.gauss(0, sd)
-                n = _poisson(rng, mean * share)
+                n = _poisson(rng, mean * share) if k > 0 else 0
                 a = self.alpha(lab, self.t)
                 row = self._counters[lab]
                 row[0] += n
-                row[1] += n * c.gamma
+                row[1] += n * k
                 alive = n
-                for i in range(c.gamma):
+                for i in range(k):
                     alive = _binomial(rng, alive, a)
                     row[3 + i] += alive
                     row[2] += alive
@@ -231,9 +259,11 @@ class SimSource:
         total = [sum(w) for w in zip(*([lw.drafts, lw.draft_tokens, lw.accepted, *lw.accepted_per_pos]
                                         for lw in labels.values()), strict=False)]
         labels[ALL] = LabelWindow(total[0], total[1], total[2], tuple(total[3:]))
+        events, sim.events = tuple(sim.events), []
         return Observation(deployment=name, at=self.clock.now(), window_s=t - prev[0], labels=labels,
                            gamma=sim.cfg.gamma, kv_usage=sim.kv_usage(t), running=sim.cfg.peak_batch * sim.load(t),
-                           uptime_s=sim.uptime, target_fingerprint=sim.fingerprint_at(t), counter_reset=reset)
+                           uptime_s=sim.uptime, target_fingerprint=sim.fingerprint_at(t), counter_reset=reset,
+                           events=events)
 
 
 class FakeClock:

@@ -64,6 +64,8 @@ class LaunchConfig(Strict):
     host: str | None = Field(None, description="--host.")
     port: int | None = Field(None, ge=1, le=65535, description="--port.")
     enforce_eager: bool = Field(False, description="--enforce-eager (skip graph capture/compile).")
+    adaptive_verification: bool = Field(False, description="speculative_config.enable_adaptive_verification "
+                                        "(vLLM >= 0.33.0; Model Runner V2, FULL CUDA graphs, no LoRA, no PP).")
     disable_log_stats: bool = Field(False, description="--disable-log-stats (no metrics: avoid).")
     extra_args: list[str] = Field(default_factory=list, description="Appended verbatim.")
     architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
@@ -142,6 +144,7 @@ def speculative_config(cfg: LaunchConfig, table: CapabilityTable | None = None) 
     if cfg.synthetic_acceptance_rates is not None:  # `specops tune`: acceptance fixed by construction
         field("rejection_sample_method", "synthetic")
         sc["synthetic_acceptance_rates"] = list(cfg.synthetic_acceptance_rates)
+    field("enable_adaptive_verification", True if cfg.adaptive_verification else None)
     if cfg.num_speculative_tokens_per_batch_size:
         validate_schedule(cfg.num_speculative_tokens_per_batch_size, cfg.num_speculative_tokens)
         field("num_speculative_tokens_per_batch_size",

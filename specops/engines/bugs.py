@@ -114,7 +114,9 @@ def launch_facts(cfg: LaunchConfig, flags: list[str] | None = None, *, vocab: st
         prefix = None
     else:
         prefix = "on"
-    runner = {"suffix": "v1", "custom_class": "v1", "dspark": "v2"}.get(method)
+    from specops.engines.adaptive import default_runner
+
+    runner = default_runner(method, version, parallel_drafting=bool(cfg.parallel_drafting))
     if "--enforce-eager" in flags:
         graphs: str | None = "none"
     else:
@@ -142,6 +144,10 @@ def launch_facts(cfg: LaunchConfig, flags: list[str] | None = None, *, vocab: st
         "kv_connector": "any" if _last_value(flags, "--kv-transfer-config") else "none",
         "vocab": vocab, "schedule": schedule,
         "draft_kv_dtype": "inherit" if draft_kv is None else ("auto" if draft_kv == "auto" else "other"),
+        "adaptive_verification": "on" if cfg.adaptive_verification else "off",
+        "lora": "on" if "--enable-lora" in flags else "off",
+        "pipeline_parallel": ">1" if (pp := _last_value(flags, "--pipeline-parallel-size", "-pp")) and pp.isdigit()
+        and int(pp) > 1 else "1",
     }
 
 
@@ -387,7 +393,8 @@ def recorded_findings(deployment: dict, *, target_source: str | None = None, tar
                            method=str(method), num_speculative_tokens=sc.get("num_speculative_tokens"),
                            num_speculative_tokens_per_batch_size=sc.get("num_speculative_tokens_per_batch_size"),
                            draft_kv_cache_dtype=sc.get("kv_cache_dtype") or sc.get("draft_kv_cache_dtype"),
-                           architecture=arch)
+                           adaptive_verification=bool(sc.get("enable_adaptive_verification")),
+                           parallel_drafting=sc.get("parallel_drafting"), architecture=arch)
         facts, findings = audit(cfg, argv, table)
     except SpecopsError as exc:
         return "error", f"could not evaluate: {exc.message}", exc.fix, {}

@@ -45,6 +45,8 @@ class SpeculativeBlock(_Strict):
     draft_kv_cache_dtype: str | None = Field(None, description="Draft KV dtype (default: the target's).")
     parallel_drafting: bool | None = Field(None, description="Draft all γ positions in one pass (P-EAGLE = eagle3 "
                                            "+ this; vLLM >= 0.16.0).")
+    adaptive_verification: bool = Field(False, description="enable_adaptive_verification (vLLM >= 0.33.0): the "
+                                        "verified draft length varies per step; the monitor judges the realized gain.")
     synthetic_acceptance_rates: list[float] | None = Field(
         None, description="Benchmarking only (`specops tune`): rejection_sample_method synthetic with these "
         "per-position rates P(first i+1 drafts accepted); lossy, never for serving.")
@@ -222,6 +224,7 @@ class DeploymentSpec(_Strict):
             draft_tensor_parallel_size=sp.draft_tensor_parallel_size,
             draft_kv_cache_dtype=sp.draft_kv_cache_dtype,
             parallel_drafting=sp.parallel_drafting,
+            adaptive_verification=sp.adaptive_verification,
             synthetic_acceptance_rates=sp.synthetic_acceptance_rates,
             kv_cache_dtype=en.kv_cache_dtype,
             tensor_parallel_size=en.tensor_parallel_size,

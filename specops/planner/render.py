@@ -155,6 +155,10 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     check_fits(ctx, e)  # a plan that runs no request is refused, naming what would fit
     _warnings(ctx, e)
     cfg = launch_config(ctx, method, draft_id, gamma, e.kv_dtype, schedule)
+    if req.adaptive_verification:
+        from specops.engines.adaptive import render_adaptive
+
+        cfg = render_adaptive(cfg, ctx.table, ctx.warn)
     from specops.engines.bugs import known_bugs
 
     bugs = known_bugs(cfg, ctx.table)  # the same rows deploy and the gate read: refuse, mitigate, warn
@@ -220,7 +224,9 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
         speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
                                      num_speculative_tokens_per_batch_size=sched,
                                      draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype"),
-                                     parallel_drafting=(plan.vllm.speculative_config or {}).get("parallel_drafting")),
+                                     parallel_drafting=(plan.vllm.speculative_config or {}).get("parallel_drafting"),
+                                     adaptive_verification=bool((plan.vllm.speculative_config or {}).get(
+                                         "enable_adaptive_verification"))),
         engine=EngineBlock(vllm_version=plan.vllm.version, kv_cache_dtype=plan.kv_cache_dtype,
                            tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
                            quantization=_flag(plan.vllm.argv, "--quantization"),

@@ -189,6 +189,8 @@ class RecommendRequest(_Strict):
     parallel_drafting: bool = Field(False, description="P-EAGLE: eagle3 drafting all γ positions in one pass "
                                     "(speculative_config parallel_drafting: true, vLLM >= 0.16.0); not modelled: "
                                     "the prediction is sequential EAGLE-3's.")
+    adaptive_verification: bool = Field(False, description="Render enable_adaptive_verification (vLLM >= 0.33.0) "
+                                        "where the capability rows allow it; not modelled (the prediction is fixed K).")
     allow_uncertain: bool = Field(False, description="Keep the cost model's pick (the best point prediction) "
                                   "whatever its chance of a gain, with a warning when it misses the risk level.")
     min_p_gain: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Risk level: a candidate "
