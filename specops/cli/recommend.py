@@ -10,6 +10,8 @@ from contextlib import contextmanager
 
 import typer
 
+from specops.planner.names import gpu_names_for_help
+
 OUTPUTS = ("table", "json", "yaml", "deployment")
 
 
@@ -25,9 +27,11 @@ def recommend_command(
     active_params_b: float = typer.Option(None, "--active-params-b", help="Parameters active per token in "
                                           "billions: makes an unknown model (with --params-b) a mixture of experts."),
     quantization: str = typer.Option(None, "--quantization", help="Weights: fp8, int8, awq, gptq or nvfp4."),
-    gpu: str = typer.Option(None, "--gpu", help="GPU: H100, H100-PCIE, H200, B200, A100-40GB, A100-80GB, L40S, "
-                            "L4, A10G, RTX4090, RTX3090, MI300X, T4, cpu. Default: SPECOPS_GPU / config.yaml."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor parallel size)."),
+    gpu: str = typer.Option(None, "--gpu", help=f"GPU: {gpu_names_for_help()}; or the name nvidia-smi / rocm-smi "
+                            "prints (e.g. \"NVIDIA A100 80GB PCIe\"). Default: SPECOPS_GPU / config.yaml."),
+    gpus: int = typer.Option(1, "--gpus", "--tp", "--tensor-parallel-size",
+                             help="GPUs per replica (vLLM's --tensor-parallel-size; over 8, nodes of 8 with pipeline "
+                             "parallelism)."),
     tpot_ms: float = typer.Option(None, "--tpot-ms", help="Target time per output token in ms."),
     task: str = typer.Option("chat", "--task", help="code, math, chat, creative, translation, summarization, rag, "
                              "agentic."),

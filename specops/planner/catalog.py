@@ -50,7 +50,7 @@ class Catalogs:
         self.models = models
         self._gpu_index: dict[str, GPU] = {}
         for g in gpus:
-            for key in gpu_keys([g.name, *g.aliases]):
+            for key in gpu_keys([g.name, *g.aliases, *g.smi_names]):
                 other = self._gpu_index.setdefault(key, g)
                 if other is not g:
                     raise ValueError(f'GPU name "{key}" belongs to both {other.name} and {g.name}')

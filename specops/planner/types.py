@@ -33,6 +33,8 @@ class GPU(_Strict):
 
     name: str = Field(description="Catalog name, e.g. H100 (SXM).")
     aliases: list[str] = Field(default_factory=list, description="Other accepted spellings.")
+    smi_names: list[str] = Field(default_factory=list, description="What nvidia-smi (--query-gpu=name) or rocm-smi "
+                                 "(--showproductname, Card Series) prints for this card; accepted as given.")
     memory_gib: float = Field(gt=0, description="On-board memory per GPU (GiB).")
     bandwidth_gbs: float = Field(gt=0, description="Peak memory bandwidth (GB/s).")
     bf16_tflops: float = Field(gt=0, description="Dense BF16 tensor TFLOP/s.")
