@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from specops.planner.types import Plan, RecommendRequest
 
 
+def gpu_names_for_help() -> str:
+    """The catalog's GPU names for ``recommend --help`` (a cheap read: every command's help is built at start)."""
+    from specops.planner.names import gpu_names_for_help as names
+
+    return names()
+
+
 def choices() -> dict[str, tuple[str, ...]]:
     """The flags with a fixed set of values (loads the planner's types)."""
     from specops.planner.types import METHODS, QUANTIZATIONS, TASKS

@@ -10,12 +10,16 @@ from contextlib import contextmanager
 
 import typer
 
-from specops.planner.names import gpu_names_for_help
-
 OUTPUTS = ("table", "json", "yaml", "deployment")
 
 
 def register(app: typer.Typer) -> None:
+    import inspect
+
+    from specops.api.recommend import gpu_names_for_help
+
+    gpu_option = inspect.signature(recommend_command).parameters["gpu"].default
+    gpu_option.help = gpu_option.help.replace("GPU_NAMES", gpu_names_for_help())  # the catalog's names, read cheaply
     app.command("recommend", help="Recommend a speculative-decoding method, γ and KV dtype, with a predicted "
                 "speedup, the decision path, and the exact `vllm serve` command. Docs: docs/recommend.md.")(
         recommend_command)
@@ -27,7 +31,7 @@ def recommend_command(
     active_params_b: float = typer.Option(None, "--active-params-b", help="Parameters active per token in "
                                           "billions: makes an unknown model (with --params-b) a mixture of experts."),
     quantization: str = typer.Option(None, "--quantization", help="Weights: fp8, int8, awq, gptq or nvfp4."),
-    gpu: str = typer.Option(None, "--gpu", help=f"GPU: {gpu_names_for_help()}; or the name nvidia-smi / rocm-smi "
+    gpu: str = typer.Option(None, "--gpu", help="GPU: GPU_NAMES; or the name nvidia-smi / rocm-smi "
                             "prints (e.g. \"NVIDIA A100 80GB PCIe\"). Default: SPECOPS_GPU / config.yaml."),
     gpus: int = typer.Option(1, "--gpus", "--tp", "--tensor-parallel-size",
                              help="GPUs per replica (vLLM's --tensor-parallel-size; over 8, nodes of 8 with pipeline "
