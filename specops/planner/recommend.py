@@ -74,14 +74,18 @@ class Context:
     hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
     residuals: tuple | None = None  # cross-validated residuals of published rows (None: the shipped ones)
     evidence: object | None = None  # the chosen candidate's Evidence (specops.planner.evidence)
+    warning_about: dict[str, str] = field(default_factory=dict)  # warning -> the method it is about
 
     @property
     def version(self):
         return parse_version(self.request.vllm_version)
 
-    def warn(self, text: str) -> None:
+    def warn(self, text: str, about: str | None = None) -> None:
+        """Add a warning once; ``about``: the method it concerns (dropped from the plan when another is picked)."""
         if text not in self.warnings:
             self.warnings.append(text)
+        if about is not None:
+            self.warning_about[text] = about
 
     def allowed(self, method: str) -> bool:
         pinned = self.request.method
@@ -594,7 +598,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     if not ev.near:
         ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
                  f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
-                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it")
+                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it", about=chosen.method)
     if ev.speedup_low >= 1.0:
         return DecisionStep(rule=rule.id, input=inp, outcome=f"keep {chosen.method}: the range's lower end is >= 1 "
                             f"({ev.line()})")

@@ -144,7 +144,8 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         model=ctx.model.id, gpu=ctx.gpu.name, gpus=req.gpus, method=method, draft=draft_id,
         num_speculative_tokens=gamma, num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=e.kv_dtype,
         tensor_parallel_size=req.gpus, predicted=predicted, memory=memory, decision_path=steps,
-        warnings=list(ctx.warnings), alternatives=_alternatives(ctx, e),
+        warnings=[w for w in ctx.warnings if ctx.warning_about.get(w, method) == method],  # only the pick's
+        alternatives=_alternatives(ctx, e),
         vllm=VllmLaunch(version=req.vllm_version, argv=argv, speculative_config=sc),
     )
 
