@@ -66,7 +66,6 @@ class BugFinding:
         issue = r.issue() if "#" in r.name else None
         head = f"known bug {issue}" if issue else "known vLLM bug"
         name = re.sub(r"\s*\((?:vllm)?#\d+\)\s*$", "", r.name.strip()) if issue else r.name.strip()
-        name = re.split(r"(?<=[a-z0-9)])\.\s", name)[0]
         if self.status == "may apply":
             return f"{head} (vLLM {r.span()}) may apply ({', '.join(self.unknown)} unknown): {name}"
         if r.effect == "mitigate":
@@ -292,6 +291,19 @@ def cached_snapshot(hub_id: str, revision: str | None = None, env: dict[str, str
     commit = ref.read_text().strip() if ref.is_file() else rev
     snap = repo / "snapshots" / commit
     return snap if snap.is_dir() else None
+
+
+def cached_revision(hub_id: str, env: dict[str, str] | None = None) -> str | None:
+    """The commit the Hugging Face cache's ``refs/main`` of ``hub_id`` points at (what ``hf download`` fetched
+    last), or None when the model is not in the cache or the ref is not a commit."""
+    import re
+
+    ref = hub_cache_dir(env) / ("models--" + hub_id.replace("/", "--")) / "refs" / "main"
+    try:
+        commit = ref.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
 def architecture_of_model(model: str, revision: str | None = None, env: dict[str, str] | None = None) -> str | None:

@@ -320,9 +320,12 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
         if m in ctx.drafts:
             continue
         if req.method == m:
+            from specops.planner.servable import refuse_unservable
+
+            refuse_unservable(ctx, m)  # no MTP layers / no draft: refused with what works
             ctx.drafts[m] = _typical_draft(ctx, m)
-            ctx.warn(f"no known {m} draft for {ctx.model.id}: predicted with a typical one "
-                     f"({ctx.drafts[m].params_b:.2f}B); replace the placeholder in vllm.argv with a real draft")
+            ctx.warn(f"specops does not know {ctx.model.id}'s MTP layers ({ctx.model.source}): predicted with a typical "
+                     f"{ctx.drafts[m].params_b:.2f}B module; check that its config.json has num_nextn_predict_layers")
         else:
             ctx.constraints.forbidden.setdefault(m, rule.id)
             missing.append(m)

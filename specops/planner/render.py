@@ -71,6 +71,10 @@ def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
 
 def _warnings(ctx: Context, e: Evaluation) -> None:
     req = ctx.request
+    if ctx.model.source.startswith("estimated") or ctx.model.source.endswith("(config.json)"):
+        ctx.warn(f"specops does not know {ctx.model.id} (not in playbooks/catalogs/models.yaml): its size comes from "
+                 f"{ctx.model.source.removeprefix('estimated from ')} and its acceptance from other targets' rows; "
+                 "measure before relying on the prediction (specops bench, specops tune)")
     if not e.fits:
         ctx.warn(f"the KV cache for batch {req.batch_size} × {req.context_len + req.output_len} tokens does not fit "
                  f"({e.memory.weights_gib + e.memory.draft_gib + e.memory.kv_gib(req.batch_size):.1f} GiB needed, "
@@ -108,7 +112,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     if e.method == "none":
         gamma, schedule = None, None
     method = e.method if gamma else "none"
-    draft_id = e.draft.id if (e.draft and method != "none") else None
+    draft_id = e.draft.id if (e.draft and needs_draft(method)) else None  # mtp drafts with the target's own layers
     from specops.planner.recommend import check_fits
 
     check_fits(ctx, e)  # a plan that runs no request is refused, naming what would fit
@@ -175,8 +179,8 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
     sched = plan.num_speculative_tokens_per_batch_size
     return DeploymentSpec(
         name=name or slug(plan.model),
-        target=ModelRef(model=plan.model),
-        draft=ModelRef(model=plan.draft) if plan.draft else None,
+        target=ModelRef(model=plan.model, revision=_cached_pin(plan.model)),
+        draft=ModelRef(model=plan.draft, revision=_cached_pin(plan.draft)) if plan.draft else None,
         speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
                                      num_speculative_tokens_per_batch_size=sched,
                                      draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype"),
@@ -196,7 +200,18 @@ def _expectations(plan: Plan, cls):
         return None
     return cls(acceptance_rate=p.acceptance_rate, break_even_acceptance_rate=min(1.0, p.break_even_acceptance_rate),
                speedup=p.speedup, batch=p.effective_batch, gpu=f"{plan.gpus}x {plan.gpu}",
-               source=f"specops recommend (predicted; acceptance prior: {p.acceptance_prior_source[:160]})")
+               source=f"specops recommend (predicted; acceptance prior: {p.acceptance_prior_source})")
+
+
+def _cached_pin(model: str) -> str | None:
+    """A hub model's revision: the commit the user's Hugging Face cache holds (None: not cached, or a folder)."""
+    from pathlib import Path
+
+    from specops.engines.bugs import cached_revision
+
+    if model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists() or "/" not in model:
+        return None
+    return cached_revision(model)
 
 
 def _flag(argv: list[str], flag: str) -> str | None:
