@@ -51,7 +51,8 @@ def test_a_model_specops_does_not_know_is_accepted_with_a_warning(cli, tmp_path)
 
 
 def test_unpinned_specs_name_every_pin_and_registration_in_one_gate_run(cli, tmp_path):
-    r = cli("recommend", "--model", LLAMA, "--gpu", "H100", "-o", "deployment")  # nothing in the HF cache
+    empty = hf_cache(tmp_path / "hf")  # nothing in the Hugging Face cache
+    r = cli("recommend", "--model", LLAMA, "--gpu", "H100", "-o", "deployment", env=empty)
     assert r.returncode == 0, r.stderr
     data = yaml.safe_load(r.stdout)
     assert data["target"]["revision"] == "<pin>" and data["draft"]["revision"] == "<pin>"
