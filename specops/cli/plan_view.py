@@ -118,6 +118,8 @@ def print_plan(plan, explain: bool = False) -> None:
             _line(out, f"({', '.join(dropped)} left out at this width; -o json has them)")
     for w in plan.warnings:
         _line(out, "warning: " + w)
+    if plan.vllm.setup:
+        _line(out, f"{plan.vllm.nodes} nodes: {plan.vllm.setup}")
     out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True, markup=False, highlight=False)  # [ngram] is argv
     if not explain:
         _line(out, f"(the whole decision path, {len(plan.decision_path)} rules: add --explain)")

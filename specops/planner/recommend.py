@@ -19,6 +19,7 @@ from specops.capabilities import (
 )
 from specops.errors import CapabilityError, FitError, InputError
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
+from specops.planner.layout import describe, gpu_counts
 from specops.planner.perfmodel import (
     PROFILE_SOURCES,
     DraftSpec,
@@ -117,29 +118,27 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
     setup = Setup(model, gpu, request.gpus, profile)
     mem = memory_estimate(setup, None, seq_tokens=1, kv_dtype="auto")
     if mem.weights_gib > mem.available_gib:
-        per_gpu = gpu.memory_gib * profile.gpu_memory_utilization - profile.runtime_reserve_gib
-        need = int(mem.weights_gib // per_gpu) + 1
-        quant = "" if request.quantization else " or --quantization fp8/awq"
+        from specops.planner.layout import fit_advice
+
         raise FitError(f"{model.id} weights ({mem.weights_gib:.1f} GiB) cannot fit {request.gpus}× {gpu.name} "
-                       f"({mem.available_gib:.1f} GiB usable)", f"use --gpus {need} or more{quant}")
+                       f"({mem.available_gib:.1f} GiB usable)", fit_advice(setup, request, catalogs))
     return model, gpu, setup
 
 
-def tensor_parallel_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
-    """Tensor-parallel sizes vLLM accepts for ``model``: they divide the attention heads, and divide the KV
-    heads or are a multiple of them (KV heads replicated) - vllm/config/model.py verify_with_parallel_config
-    and the attention layers' asserts."""
-    return [t for t in range(1, limit + 1) if model.heads % t == 0
-            and (model.kv_heads % t == 0 if model.kv_heads >= t else t % model.kv_heads == 0)]
-
-
 def check_tensor_parallel(model: ModelSpec, gpus: int) -> None:
-    """Refuse a --gpus the model's heads do not split into (not for architectures specops only estimates)."""
-    if model.source.startswith("estimated") or gpus in tensor_parallel_sizes(model, max(gpus, 64)):
+    """Refuse a --gpus the model's heads do not split into, or that is not whole nodes of 8 when over one node
+    (not for architectures specops only estimates); the fix lists the counts that work."""
+    from specops.planner.layout import GPUS_PER_NODE
+
+    counts = gpu_counts(model)
+    if model.source.startswith("estimated") or gpus in counts:
         return
-    sizes = [t for t in tensor_parallel_sizes(model) if t <= max(8, 2 * gpus)]
-    raise InputError(f"--gpus {gpus}: {model.id} has {model.heads} attention heads and {model.kv_heads} KV heads, "
-                     f"which tensor parallelism over {gpus} GPUs cannot split", "use --gpus " + ", ".join(map(str, sizes)))
+    why = (f"{model.id} has {model.heads} attention heads and {model.kv_heads} KV heads, which tensor parallelism "
+           f"over {gpus} GPUs cannot split" if gpus <= GPUS_PER_NODE else
+           f"over one node of {GPUS_PER_NODE} GPUs a replica is whole nodes of {GPUS_PER_NODE} (tensor parallel inside "
+           "a node, pipeline parallel across nodes)")
+    shown = [c for c in counts if c <= max(GPUS_PER_NODE, 2 * gpus)]
+    raise InputError(f"--gpus {gpus}: {why}", "use --gpus " + ", ".join(describe(c) for c in shown))
 
 
 def check_fits(ctx: Context, chosen: Evaluation | None = None) -> None:
@@ -161,10 +160,10 @@ def check_fits(ctx: Context, chosen: Evaluation | None = None) -> None:
         return
     mem = memory_estimate(ctx.setup, draft, seq_tokens=tokens, kv_dtype="auto")
     fixes = []
-    more = next((t for t in tensor_parallel_sizes(model) if t > req.gpus and
+    more = next((t for t in gpu_counts(model) if t > req.gpus and
                  any(one_fits(Setup(model, ctx.gpu, t, ctx.setup.profile), tokens, k) for k in kvs)), None)
     if more:
-        fixes.append(f"--gpus {more}")
+        fixes.append(f"--gpus {describe(more)}")
     fit = _longest_context(ctx, draft)
     if fit:
         fixes.append(f"--context-len {fit}" + (f" (with KV {kvs[-1]})" if kvs[-1] != "auto" else ""))

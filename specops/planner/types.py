@@ -262,6 +262,8 @@ class VllmLaunch(_Strict):
     version: str = Field(description="vLLM release rendered for.")
     argv: list[str] = Field(description="`vllm serve` argument list.")
     speculative_config: dict | None = Field(description="The --speculative-config JSON as a dict.")
+    nodes: int = Field(1, ge=1, description="Machines one replica spans (pipeline stages of tensor-parallel GPUs).")
+    setup: str | None = Field(None, description="What to start before argv when the replica spans several nodes.")
 
 
 class Load(_Strict):
