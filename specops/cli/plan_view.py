@@ -20,12 +20,12 @@ def _what(method: str, gamma, kv: str | None = None, draft: str | None = None) -
     return text
 
 
-def _line(out, text: str, indent: int = 0, hang: int = 2) -> None:
-    """One paragraph wrapped at the console's width, continuation lines indented by ``hang`` more; a word
-    longer than a line (an id, a path) is split across lines, never cut. No markup."""
+def _line(out, text: str, indent: int = 0, hang: int = 2, prefix: str = "") -> None:
+    """One paragraph (after ``prefix``) wrapped at the console's width, continuation lines indented by ``hang``
+    more; a word longer than a line (an id, a path) is split across lines, never cut. No markup."""
     import textwrap
 
-    lines = textwrap.wrap(" ".join(text.split()), width=max(20, out.width), initial_indent=" " * indent,
+    lines = textwrap.wrap(" ".join(text.split()), width=max(20, out.width), initial_indent=" " * indent + prefix,
                           subsequent_indent=" " * (indent + hang), break_on_hyphens=False) or [""]
     for line in lines:
         out.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -96,7 +96,7 @@ def print_plan(plan, explain: bool = False) -> None:
             _line(out, f"- {s.rule} ({s.input}): {s.outcome}", 2)
     else:
         for i, s in enumerate(deciding):
-            _line(out, ("why: " if i == 0 else "     ") + s.outcome, hang=5)
+            _line(out, s.outcome, hang=5, prefix="why: " if i == 0 else "     ")
     if plan.load is not None:
         ld = plan.load
         _line(out, f"load: {ld.qps:g} req/s -> {ld.concurrency} in flight (latency {ld.latency_s:.2f} s; "
@@ -142,16 +142,19 @@ def print_sweep(sweep, plot: str | None = None) -> None:
         rows.append([value, pt.method, str(pt.num_speculative_tokens or "-"), f"{pt.speedup:.2f}",
                      _rng(pt.speedup_low, pt.speedup_high), f"{pt.tpot_ms:.1f}",
                      "yes" if pt.fits else f"no ({pt.effective_batch})",
-                     f"{pt.p_gain:.0%}" if pt.p_gain is not None else "-", pt.best_speculative or "-"])
+                     f"{pt.p_gain:.0%}" if pt.p_gain is not None else "-"])
     cols = [(sweep.variable, "right", False), ("method", "left", False), ("γ", "right", False),
             ("speedup", "right", False), ("range", "right", False), ("TPOT ms", "right", False),
-            ("fits", "left", False), ("P(gain)", "right", True), ("best speculative (not picked)", "left", True)]
+            ("fits", "left", False), ("P(gain)", "right", True)]
     if all(pt.p_gain is None for pt in sweep.points):
-        cols, rows = cols[:7] + cols[8:], [r[:7] + r[8:] for r in rows]
+        cols, rows = cols[:7], [r[:7] for r in rows]
     table, dropped = _fit_table(out, None, cols, rows)
     out.print(table)
     if dropped:
         _line(out, f"({', '.join(dropped)} left out at this width; -o json has them)")
+    for pt in sweep.points:  # where no speculation is picked: what was not, and its numbers
+        if pt.error is None and pt.best_speculative:
+            _line(out, f"{sweep.variable} {pt.value:g}: no speculation picked over {pt.best_speculative}")
     for r in refused:
         _line(out, "refused " + r)
     where: dict[str, list[str]] = {}  # each warning once, with the values whose plan it concerns

@@ -69,7 +69,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100            # eagle3, range 1.6x-2.5x":
         (0, r"eagle3", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256  # none: range reaches "
-    "0.81x": (0, r"none γ=- KV [\s\S]*│ evidence +│ eagle3[\s\S]*no speculation: the range.s", None),
+    "0.81x": (0, r"pick: no speculation[\s\S]*why: [\s\S]*no speculation: the range.s", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md
@@ -79,7 +79,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r'"method": "', None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
-    "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100   # unknown MoE":
+    "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100 --explain   # unknown MoE":
         (0, r"moe: 3B active", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
         (0, r'"method":"eagle3".*"num_speculative_tokens":7', None),
@@ -93,6 +93,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "schedule: its cost outweighs it": (0, r"no schedule", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --parallel-drafting -o json":
         (0, r'"parallel_drafting": true', None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256 --plot "
+    "speedup.svg": (0, r"batch 1: no speculation picked over eagle3[\s\S]*plot: speedup.svg", None),
+    "specops gate --spec chat-8b.yaml   # names every <pin> and every registration the spec lacks, in one run":
+        (1, r"placeholder[\s\S]*gate\.lineage[\s\S]*register-target[\s\S]*register-draft", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 8 --explain":
+        (0, r"decision path:\n  - model_size", None),
+    'specops recommend --model llama-3.1-8b-instruct --gpu "NVIDIA H100 NVL" --tp 2 --sweep context=1024,8192,32768':
+        (0, r"on 2× H100-NVL: --context-len swept over 3", None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }
