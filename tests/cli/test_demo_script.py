@@ -2,7 +2,6 @@
 predicted slower, and its steps' progress shown before their results."""
 
 import importlib.util
-import json
 import stat
 import sys
 
@@ -16,13 +15,20 @@ def _demo():
     return mod
 
 
-def test_the_demo_says_in_one_line_why_it_pins_a_plan_predicted_slower(cli):
+def _plan(**kw) -> dict:
+    """What `recommend -o json` prints for the demo's flags, made in this process (the same library call)."""
+    from specops.api.recommend import build_request, recommend_with_defaults
+    from specops.cli.output import to_jsonable
+
+    return to_jsonable(recommend_with_defaults(build_request(**kw)))
+
+
+def test_the_demo_says_in_one_line_why_it_pins_a_plan_predicted_slower():
     demo = _demo()
-    common = ("--model", str(demo.MODELS / "target-v1"), "--gpu", "cpu", "--task", "code", "--vllm-version", "0.32.0",
-              "--context-len", "256", "--output-len", "128")
-    best = json.loads(cli("recommend", *common, "-o", "json").stdout)
-    pinned = json.loads(cli("recommend", *common, "--draft", str(demo.MODELS / "draft-v1"), "--method", "draft_model",
-                            "--num-speculative-tokens", "3", "-o", "json").stdout)
+    common = dict(model=str(demo.MODELS / "target-v1"), gpu="cpu", task="code", vllm_version="0.32.0",
+                  context_len=256, output_len=128)
+    best = _plan(**common)
+    pinned = _plan(**common, draft=str(demo.MODELS / "draft-v1"), method="draft_model", num_speculative_tokens=3)
     note = demo.pin_note(pinned, best)
     if pinned["predicted"]["speedup"] >= 1:
         assert note is None

@@ -10,12 +10,20 @@ from tests.checks.test_outputs import _png_pixels
 LLAMA = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB")
 
 
+def plan_json(**kw) -> dict:
+    """The plan `recommend -o json` prints, made in this process (the same library call)."""
+    from specops.api.recommend import build_request, recommend_with_defaults
+    from specops.cli.output import to_jsonable
+
+    return to_jsonable(recommend_with_defaults(build_request(**kw)))
+
+
 def test_a_batch_sweep_is_one_table_and_json_points_match_single_runs(cli):
     r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256", "-o", "json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["variable"] == "batch" and [p["value"] for p in data["points"]] == [1, 8, 64, 256]
-    single = json.loads(cli("recommend", *LLAMA, "--batch-size", "8", "-o", "json").stdout)
+    single = plan_json(model=LLAMA[1], gpu=LLAMA[3], batch_size=8)
     at8 = data["points"][1]
     assert (at8["method"], at8["num_speculative_tokens"], at8["speedup"]) == (
         single["method"], single["num_speculative_tokens"], single["predicted"]["speedup"])
@@ -34,18 +42,27 @@ def test_gamma_context_and_qps_sweeps(cli):
     r = cli("recommend", *LLAMA, "--batch-size", "8", "--method", "eagle3", "--sweep", "gamma=1,3,6", "-o", "json")
     assert r.returncode == 0, r.stderr
     assert [p["num_speculative_tokens"] for p in json.loads(r.stdout)["points"]] == [1, 3, 6]
-    r = cli("recommend", *LLAMA, "--sweep", "context=1024,131072", "-o", "json")
-    pts = json.loads(r.stdout)["points"]
-    assert pts[0]["error"] is None and pts[0]["plan"]["vllm"]["argv"][3] == "--max-model-len"
-    assert "over meta-llama/Llama-3.1-8B-Instruct's limit" in pts[1]["error"]  # refused, kept with its reason
-    r = cli("recommend", *LLAMA, "--sweep", "qps=0.5,4", "-o", "json")
-    assert r.returncode == 0, r.stderr
-    assert all(p["plan"]["load"]["qps"] == p["value"] for p in json.loads(r.stdout)["points"])
+    from specops.api.sweep import run_sweep  # what the CLI calls, in this process
+
+    base = {"model": LLAMA[1], "gpu": LLAMA[3]}
+    pts = run_sweep(base, "context=1024,131072").points
+    assert pts[0].error is None and pts[0].plan["vllm"]["argv"][3:5] == ["--max-model-len", str(1024 + 256)]
+    assert "over meta-llama/Llama-3.1-8B-Instruct's limit" in pts[1].error  # refused, kept with its reason
+    assert all(p.plan["load"]["qps"] == p.value for p in run_sweep(base, "qps=0.5,4").points)
 
 
 def test_bad_sweeps_are_one_line_with_a_fix(cli, tmp_path):
-    for args in (["--sweep", "batchsize=1,2"], ["--sweep", "batch"], ["--sweep", "batch=1,x"],
-                 ["--sweep", "batch=1,8", "--batch-size", "4"], ["--sweep", "batch=1,8", "-o", "deployment"],
+    import pytest
+
+    from specops.api.sweep import run_sweep
+    from specops.errors import SpecopsError
+
+    for sweep, extra in (("batchsize=1,2", {}), ("batch", {}), ("batch=1,x", {}), ("batch=0,8", {}),
+                         ("batch=1,8", {"batch_size": 4}), ("qps=1,2", {"batch_size": 4})):
+        with pytest.raises(SpecopsError) as exc:
+            run_sweep({"model": LLAMA[1], "gpu": LLAMA[3], **extra}, sweep)
+        assert exc.value.fix, sweep
+    for args in (["--sweep", "batch"], ["--sweep", "batch=1,8", "-o", "deployment"],
                  ["--plot", str(tmp_path / "p.svg")], ["--sweep", "batch=1", "--plot", str(tmp_path / "p.png")]):
         r = cli("recommend", *LLAMA, *args)
         assert r.returncode == 2, (args, r.stderr)
@@ -53,14 +70,18 @@ def test_bad_sweeps_are_one_line_with_a_fix(cli, tmp_path):
 
 
 def test_the_plot_draws_the_band_and_break_even_and_renders_in_chromium(cli, tmp_path):
-    svg, html = tmp_path / "sweep.svg", tmp_path / "sweep.html"
-    for out in (svg, html):
-        r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256", "--plot", str(out))
-        assert r.returncode == 0, r.stderr
+    svg = tmp_path / "sweep.svg"
+    r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256", "--plot", str(svg), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    at8 = json.loads(r.stdout)["points"][1]
     text = svg.read_text()
-    assert text.startswith("<svg") and 'class="band"' in text and "break-even" in text
-    assert ">256</text>" in text and "eagle3 γ=3 2.04x (1.57-2.27)" in text  # the pick at batch 8, with its range
-    assert "<svg" in html.read_text() and "<table>" in html.read_text()
+    assert text.startswith("<svg") and 'class="band"' in text and "break-even" in text and ">256</text>" in text
+    pick = f"{at8['method']} γ={at8['num_speculative_tokens']} {at8['speedup']:.2f}x"
+    assert f"{pick} ({at8['speedup_low']:.2f}-{at8['speedup_high']:.2f})" in text  # the pick at batch 8, with its range
+    from specops.api.sweep import Sweep, sweep_html
+
+    html = sweep_html(Sweep.model_validate(json.loads(r.stdout)))  # what --plot FILE.html writes
+    assert "<svg" in html and "<table>" in html and f"{at8['speedup']:.2f}x" in html
     browser = shutil.which("chromium")
     assert browser, "install Debian's chromium: apt-get install -y --no-install-recommends chromium"
     png = tmp_path / "shot.png"

@@ -7,9 +7,16 @@ import json
 LLAMA = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB")
 
 
+def plan_json(**kw) -> dict:
+    """The plan `recommend -o json` prints, made in this process (the same library call)."""
+    from specops.api.recommend import build_request, recommend_with_defaults
+    from specops.cli.output import to_jsonable
+
+    return to_jsonable(recommend_with_defaults(build_request(model=LLAMA[1], gpu=LLAMA[3], **kw)))
+
+
 def test_the_default_view_is_short_and_names_the_veto_and_explain_shows_every_rule(cli):
-    r = cli("recommend", *LLAMA, "-o", "json")
-    plan = json.loads(r.stdout)
+    plan = plan_json()
     veto = next(s for s in plan["decision_path"] if s["rule"] == "evidence")["outcome"]  # keep or veto, and why
     out = cli("recommend", *LLAMA).stdout
     lines = out.splitlines()
@@ -27,7 +34,7 @@ def test_the_default_view_is_short_and_names_the_veto_and_explain_shows_every_ru
 
 
 def test_a_narrow_console_drops_columns_never_numbers(cli):
-    plan = json.loads(cli("recommend", *LLAMA, "--batch-size", "8", "-o", "json").stdout)
+    plan = plan_json(batch_size=8)
     out = cli("recommend", *LLAMA, "--batch-size", "8", env={"COLUMNS": "60"}).stdout
     table = [line for line in out.splitlines() if line.startswith("│")]
     assert all(len(line) <= 60 for line in table)
@@ -37,10 +44,10 @@ def test_a_narrow_console_drops_columns_never_numbers(cli):
 
 
 def test_warnings_are_the_picks_only_each_once_on_one_line_with_the_fix(cli):
-    at8 = json.loads(cli("recommend", *LLAMA, "--batch-size", "8", "-o", "json").stdout)
+    at8 = json.loads(cli("recommend", *LLAMA, "--batch-size", "8", "-o", "json").stdout)  # as the CLI prints them
     bug = [w for w in at8["warnings"] if "vllm#41838" in w]
     assert len(bug) == 1 and "\n" not in bug[0] and "To fix: periodic restart" in bug[0] and len(bug[0]) < 260
-    at256 = json.loads(cli("recommend", *LLAMA, "--batch-size", "256", "-o", "json").stdout)
+    at256 = plan_json(batch_size=256)
     ev = next(s for s in at256["decision_path"] if s["rule"] == "evidence")
     assert "no published row is near" in ev["outcome"] + ev["input"] or "extrapolates" in ev["outcome"]
     pick = at256["method"]  # a candidate's extrapolation warning stays only when that candidate is the pick
