@@ -60,11 +60,10 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
     except SpecopsError as exc:
         spec, pins = _unpinned(spec_path)
         results.append(_gate_result("gate.schema", schema, "config", "fail", pins or exc.message,
-                                    exc.fix if not pins else None))
+                                    _pin_fix() if pins else exc.fix))
         if spec is None:
             return [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
                                      finished_at=datetime.now(timezone.utc), results=results)]
-        results[-1] = results[-1].model_copy(update={"fix": _pin_fix()})
     else:
         results.append(_gate_result("gate.schema", schema, "config", "pass",
                                     f"{spec_path} is a valid deployment spec ({spec.name})"))
