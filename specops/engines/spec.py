@@ -35,6 +35,8 @@ def pin_problems(data: Any) -> list[str]:
         return out
     for role in ("target", "draft"):
         ref = data.get(role)
+        if isinstance(ref, ModelRef):  # built in Python (recommend's to_deployment), not read from YAML
+            ref = {"model": ref.model, "revision": ref.revision}
         if not isinstance(ref, dict):
             continue
         model, rev = ref.get("model"), ref.get("revision")
