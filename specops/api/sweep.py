@@ -175,12 +175,12 @@ def sweep_svg(sweep: Sweep) -> str:
                  tip=f"{sweep.variable}={_label(p.value)}: not picked: {p.best_speculative}",
                  ylow=p.best_speculative_low, yhigh=p.best_speculative_high)
            for p in ok if p.best_speculative_speedup is not None]
-    where = f"{sweep.model} on {sweep.gpus}× {sweep.gpu}" if sweep.model else "recommend"
+    where = f"{sweep.model.rstrip('/').split('/')[-1]} on {sweep.gpus}× {sweep.gpu}" if sweep.model else "recommend"
     ticks = [(_x(sweep, p.value), _label(p.value)) for p in sweep.points]
     series = {"recommended pick": pick}
     if alt:
         series[ALT] = alt
-    return scatter(f"Predicted speedup vs {sweep.variable}: {where}", series,
+    return scatter(f"Predicted speedup vs {sweep.variable}, {where}", series,
                    LABELS[sweep.variable] + (" (log scale)" if sweep.variable in ("batch", "context", "qps") else ""),
                    "speedup over no speculation (x)", hlines=[("break-even (no speculation)", 1.0)],
                    bands={"recommended pick": band} if band else None, xtick_labels=ticks,
