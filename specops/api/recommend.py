@@ -5,6 +5,7 @@
 - ``recommend_with_defaults``: the planner with what this installation has learned (measured
   acceptance from the registry, a calibration from ``specops tune``).
 - ``deployment_yaml``: the DeploymentSpec YAML of a plan, for ``specops deploy``.
+- ``sweep`` / ``sweep_plot``: ``--sweep VAR=...`` and its ``--plot`` (specops.api.sweep).
 """
 
 from __future__ import annotations
@@ -237,3 +238,17 @@ def decision_comments(plan: Plan, extra: list[str] | None = None) -> str:
     lines += list(extra or [])
     lines += [f"warning: {w}" for w in plan.warnings]
     return "".join("# " + " ".join(line.split()) + "\n" for line in lines)
+
+
+def sweep(values: dict[str, Any], spec: str, calibration: str | None = None):
+    """One plan per value of ``spec`` (``batch=1,8,64``; :func:`specops.api.sweep.run_sweep`)."""
+    from specops.api.sweep import run_sweep
+
+    return run_sweep(values, spec, calibration=calibration)
+
+
+def sweep_plot(result, html: bool) -> str:
+    """The sweep's picture: an inline SVG, or a self-contained HTML page with the table."""
+    from specops.api.sweep import sweep_html, sweep_svg
+
+    return sweep_html(result) if html else sweep_svg(result) + "\n"

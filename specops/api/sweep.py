@@ -28,7 +28,7 @@ MAX_POINTS = 32
 ALT = "best speculative alternative where the pick is no speculation"
 
 
-class SweepPoint(Strict):
+class SweepRow(Strict):
     """One value of the swept variable and what recommend picks there (``error`` when it refused the value)."""
 
     value: float = Field(description="The swept variable's value.")
@@ -60,7 +60,7 @@ class Sweep(Strict):
     model: str | None = None
     gpu: str | None = None
     gpus: int | None = None
-    points: list[SweepPoint]
+    points: list[SweepRow]
 
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:
@@ -110,7 +110,7 @@ def run_sweep(values: dict[str, Any], sweep: str, *, calibration: str | None = N
         raise InputError(f"--sweep {var} and {_flag(clashing[0])} both set {var if clashing[0] == field else 'the batch'}",
                          f"drop {_flag(clashing[0])} (the sweep sets {_flag(field)} at each point)")
     plan_fn = plan_fn or (lambda req, cal: recommend_with_defaults(req, calibration=cal))
-    out: list[SweepPoint] = []
+    out: list[SweepRow] = []
     errors: list[SpecopsError] = []
     head: dict[str, Any] = {}
     for v in points:
@@ -118,7 +118,7 @@ def run_sweep(values: dict[str, Any], sweep: str, *, calibration: str | None = N
             plan = plan_fn(build_request(**{**values, field: v}), calibration)
         except SpecopsError as exc:
             errors.append(exc)
-            out.append(SweepPoint(value=v, error=exc.one_line()))
+            out.append(SweepRow(value=v, error=exc.one_line()))
             continue
         head = head or {"model": plan.model, "gpu": plan.gpu, "gpus": plan.gpus}
         out.append(point_of(v, plan))
@@ -127,13 +127,13 @@ def run_sweep(values: dict[str, Any], sweep: str, *, calibration: str | None = N
     return Sweep(variable=var, flag=_flag(field), points=out, **head)
 
 
-def point_of(value: float, plan: Plan) -> SweepPoint:
+def point_of(value: float, plan: Plan) -> SweepRow:
     p = plan.predicted
     best = None
     if plan.method == "none":
         spec = [a for a in plan.alternatives if a.method != "none"]
         best = max(spec, key=lambda a: a.speedup) if spec else None
-    return SweepPoint(
+    return SweepRow(
         value=value, method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
         kv_cache_dtype=plan.kv_cache_dtype, speedup=p.speedup, speedup_low=p.speedup_low, speedup_high=p.speedup_high,
         p_gain=getattr(p, "p_gain", None), tpot_ms=p.tpot_ms, baseline_tpot_ms=p.baseline_tpot_ms,
@@ -188,7 +188,7 @@ def sweep_svg(sweep: Sweep) -> str:
                    width=640, height=320, empty="no value of the sweep could be planned")
 
 
-def _what(p: SweepPoint) -> str:
+def _what(p: SweepRow) -> str:
     return "no speculation" if p.method == "none" else f"{p.method} γ={p.num_speculative_tokens}"
 
 

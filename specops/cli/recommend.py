@@ -109,7 +109,8 @@ def _check_plot(plot: str, sweep: str | None, check_writable) -> None:
 
 
 def _sweep(values: dict, sweep: str, fmt: str, plot: str | None, calibration: str | None) -> None:
-    from specops.api.sweep import run_sweep, sweep_html, sweep_svg
+    from specops.api.recommend import sweep as run_sweep
+    from specops.api.recommend import sweep_plot
     from specops.cli.output import emit
     from specops.errors import InputError
 
@@ -120,8 +121,7 @@ def _sweep(values: dict, sweep: str, fmt: str, plot: str | None, calibration: st
     if plot is not None:
         from pathlib import Path
 
-        Path(plot).write_text(sweep_svg(result) + "\n" if plot.lower().endswith(".svg") else sweep_html(result),
-                              encoding="utf-8")
+        Path(plot).write_text(sweep_plot(result, html=not plot.lower().endswith(".svg")), encoding="utf-8")
     from specops.cli.plan_view import print_sweep
 
     emit(result, fmt, lambda s: print_sweep(s, plot))

@@ -28,7 +28,7 @@ def test_a_batch_sweep_is_one_table_and_json_points_match_single_runs(cli):
     assert (at8["method"], at8["num_speculative_tokens"], at8["speedup"]) == (
         single["method"], single["num_speculative_tokens"], single["predicted"]["speedup"])
     assert at8["plan"]["vllm"]["argv"] == single["vllm"]["argv"]
-    r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256")
+    r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256", env={"COLUMNS": "80"})  # no TTY, 80 columns
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines)  # no TTY: 80 columns

@@ -18,7 +18,7 @@ def plan_json(**kw) -> dict:
 def test_the_default_view_is_short_and_names_the_veto_and_explain_shows_every_rule(cli):
     plan = plan_json()
     veto = next(s for s in plan["decision_path"] if s["rule"] == "evidence")["outcome"]  # keep or veto, and why
-    out = cli("recommend", *LLAMA).stdout
+    out = cli("recommend", *LLAMA, env={"COLUMNS": "80"}).stdout  # no TTY, 80 columns
     lines = out.splitlines()
     assert len(lines) <= 30, out
     assert all(len(line) <= 80 for line in lines if not line.startswith("launch: ")), out
@@ -26,7 +26,7 @@ def test_the_default_view_is_short_and_names_the_veto_and_explain_shows_every_ru
     flat = " ".join(out.split())
     assert " ".join(veto.split()) in flat  # the veto: which candidate, its range, the rule
     assert "decision path:" not in out and "add --explain" in out
-    full = cli("recommend", *LLAMA, "--explain").stdout
+    full = cli("recommend", *LLAMA, "--explain", env={"COLUMNS": "80"}).stdout
     assert "decision path:" in full
     assert all(f"- {s['rule']} (" in full for s in plan["decision_path"])
     spec = cli("recommend", *LLAMA, "-o", "deployment").stdout
