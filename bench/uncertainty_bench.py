@@ -41,8 +41,8 @@ from specops.planner.loso import leave_one_source_out  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
-    Calibration,
     Judged,
+    RangeCalibration,
     assess,
     calibration_rows,
     legacy_interval,
@@ -61,7 +61,7 @@ P_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 @dataclass
 class Fold:
     priors: object
-    calibration: Calibration
+    calibration: RangeCalibration
     residuals: list  # the other sources' residuals (for the legacy range)
     cat: object
 
@@ -94,7 +94,7 @@ def _fitter(rows):
     def fit(train):
         held = everything - {r.source for r in train}
         res = cross_validate(train, unstated_gamma=True, held_out=held)
-        return Fold(fit_priors(train, held_out=held), Calibration(points_from(res)), res, load_catalogs())
+        return Fold(fit_priors(train, held_out=held), RangeCalibration(points_from(res)), res, load_catalogs())
 
     return fit
 
@@ -176,10 +176,10 @@ def pool_section(held: list[Held]) -> None:
 
     print(f"-- pooling sensitivity: the same nested folds re-assessed (shipped POOL_SOURCES {POOL_SOURCES:g}) --")
     for pool in (1, 3, 10, 30, 100, 300):
-        cals: dict[int, Calibration] = {}
+        cals: dict[int, RangeCalibration] = {}
 
         def rng(h: Held, pool=pool, cals=cals):
-            cal = cals.setdefault(id(h.calibration), Calibration(h.calibration.points, pool=pool))
+            cal = cals.setdefault(id(h.calibration), RangeCalibration(h.calibration.points, pool=pool))
             u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high)
             return u.speedup_low, u.speedup_high
 
@@ -306,7 +306,7 @@ def cases_section() -> None:
     for model, gpu, batch, keys in CASES:
         out = {r.source for r in rows if any(k in r.target.lower() for k in keys)}
         train = [r for r in rows if r.source not in out]
-        cal = Calibration(points_from(cross_validate(train, unstated_gamma=True, held_out=out)))
+        cal = RangeCalibration(points_from(cross_validate(train, unstated_gamma=True, held_out=out)))
         plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train, held_out=out),
                          residuals=cal)
         p = plan.predicted

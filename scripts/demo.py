@@ -29,15 +29,49 @@ def step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def run(*args: str, check: bool = True, timeout: float = 1200) -> subprocess.CompletedProcess:
+def run(*args: str, check: bool = True, timeout: float = 1200, capture: bool = False,
+        quiet: bool = False) -> subprocess.CompletedProcess:
+    """Run `specops ARGS`. Its output is streamed as it comes, progress (stderr) and results (stdout) in the order
+    they are written, so a step's progress never shows after its result; ``capture`` keeps stdout apart (the
+    caller parses it) and shows stderr first; ``quiet`` shows nothing unless it fails."""
     print("$ specops " + " ".join(args), flush=True)
-    r = subprocess.run([str(BIN / "specops"), *args], text=True, capture_output=True, timeout=timeout,
-                       cwd=str(REPO))
-    sys.stdout.write(r.stdout)
-    sys.stdout.write(r.stderr)
+    argv = [str(BIN / "specops"), *args]
+    if capture or quiet:
+        r = subprocess.run(argv, text=True, capture_output=True, timeout=timeout, cwd=str(REPO))
+        if not quiet or r.returncode != 0:
+            sys.stdout.write(r.stderr)
+            sys.stdout.write(r.stdout if not capture or r.returncode != 0 else "")
+    else:
+        with subprocess.Popen(argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO)) as p:
+            out = []
+            deadline = time.monotonic() + timeout
+            assert p.stdout is not None
+            for line in p.stdout:  # each line as the command writes it
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                out.append(line)
+                if time.monotonic() > deadline:
+                    p.kill()
+                    break
+            p.wait()
+        r = subprocess.CompletedProcess(argv, p.returncode, "".join(out), "")
     if check and r.returncode != 0:
         sys.exit(f"demo failed at `specops {' '.join(args)}` (exit {r.returncode})")
     return r
+
+
+def pin_note(pinned: dict, unpinned: dict) -> str | None:
+    """One line when the demo's pinned plan is predicted slower than no speculation: why it is pinned anyway,
+    and what recommend picks unpinned (``pinned``/``unpinned``: `recommend -o json` plans). None when it wins."""
+    p = pinned["predicted"]
+    if p["speedup"] >= 1.0:
+        return None
+    rng = f", range {p['speedup_low']:.2f}-{p['speedup_high']:.2f}x" if p.get("speedup_low") is not None else ""
+    best = unpinned["method"] if unpinned["method"] == "none" else \
+        f"{unpinned['method']} γ={unpinned['num_speculative_tokens']} at {unpinned['predicted']['speedup']:.2f}x"
+    return (f"note: the demo pins {pinned['method']} to show a draft's lineage check and live acceptance; recommend "
+            f"predicts {p['speedup']:.2f}x for it here{rng}: on a CPU the draft's steps cost about what its accepted "
+            f"tokens save; unpinned it picks {best}")
 
 
 def free_port() -> int:
@@ -58,9 +92,16 @@ def recommended_spec() -> dict:
     import yaml
 
     step("1. recommend (CPU, code task, the tiny target and its draft)")
-    r = run("recommend", "--model", str(MODELS / "target-v1"), "--gpu", "cpu", "--task", "code",
-            "--draft", str(MODELS / "draft-v1"), "--method", "draft_model", "--num-speculative-tokens", "3",
-            "--vllm-version", "0.32.0", "--context-len", "256", "--output-len", "128", "--output", "deployment")
+    common = ("--model", str(MODELS / "target-v1"), "--gpu", "cpu", "--task", "code", "--vllm-version", "0.32.0",
+              "--context-len", "256", "--output-len", "128")
+    pinned = ("--draft", str(MODELS / "draft-v1"), "--method", "draft_model", "--num-speculative-tokens", "3")
+    best = json.loads(run("recommend", *common, "-o", "json", quiet=True).stdout)
+    plan = json.loads(run("recommend", *common, *pinned, "-o", "json", quiet=True).stdout)
+    note = pin_note(plan, best)
+    if note:
+        print(note, flush=True)
+    r = run("recommend", *common, *pinned, "--output", "deployment", capture=True)
+    print(r.stdout)
     # (a failing recommend stops the demo in run(): its message is printed, never replaced by a hand-written spec)
     try:
         spec = yaml.safe_load(r.stdout)

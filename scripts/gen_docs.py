@@ -167,6 +167,17 @@ def recommend_decision_comment() -> str:
     return f"`{first}`"
 
 
+SWEEP = "recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256"
+
+
+@block("recommend-sweep")
+def recommend_sweep() -> str:
+    """recommend.md: the sweep's table and the candidates passed over (its warnings left out)."""
+    lines = cli(SWEEP, columns=80).splitlines()
+    end = next((i for i, line in enumerate(lines) if line.startswith("warning")), len(lines))
+    return "\n\n```console\n$ specops " + SWEEP + "\n" + "\n".join(x.rstrip() for x in lines[:end]) + "\n```\n\n"
+
+
 # --- files ---------------------------------------------------------------------------------------
 
 def render_markdown(text: str) -> str:

@@ -5,6 +5,7 @@
 - ``recommend_with_defaults``: the planner with what this installation has learned (measured
   acceptance from the registry, a calibration from ``specops tune``).
 - ``deployment_yaml``: the DeploymentSpec YAML of a plan, for ``specops deploy``.
+- ``sweep`` / ``sweep_plot``: ``--sweep VAR=...`` and its ``--plot`` (specops.api.sweep).
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from specops.errors import InputError, unknown
 
 if TYPE_CHECKING:
     from specops.planner.types import Plan, RecommendRequest
+
+
+def gpu_names_for_help() -> str:
+    """The catalog's GPU names for ``recommend --help`` (a cheap read: every command's help is built at start)."""
+    from specops.planner.names import gpu_names_for_help as names
+
+    return names()
 
 
 def choices() -> dict[str, tuple[str, ...]]:
@@ -206,19 +214,41 @@ def _calibration_for(request: RecommendRequest, name: str | None):
 
 def deployment_yaml(plan: Plan, name: str | None = None) -> str:
     """The DeploymentSpec of ``plan`` as YAML (what ``recommend -o deployment`` prints)."""
-    from specops.engines.spec import dump_spec
+    from specops.engines.spec import PIN, dump_spec, unpinned_hub_models
     from specops.planner.render import to_deployment
 
-    return decision_comments(plan) + dump_spec(to_deployment(plan, name))
+    spec = to_deployment(plan, name)
+    unpinned = unpinned_hub_models(spec)  # not in the user's Hugging Face cache: the user pins them
+    pin = ([f"pin: {' and '.join(f'{r}.revision' for r in unpinned)} {'is' if len(unpinned) == 1 else 'are'} {PIN} "
+            "(not in this machine's Hugging Face cache): set each to its commit (`hf download MODEL` prints the "
+            "snapshot path, whose last part is the commit); `specops gate` and `specops deploy` refuse the spec until "
+            "then"] if unpinned else [])
+    return decision_comments(plan, pin) + dump_spec(spec, unpinned)
 
 
-def decision_comments(plan: Plan) -> str:
-    """YAML comment lines above the spec: a one-line summary of the decision and every warning (the spec
-    loads the same with or without them)."""
+def decision_comments(plan: Plan, extra: list[str] | None = None) -> str:
+    """YAML comment lines above the spec: a one-line summary of the decision, why (the deciding rules: a
+    veto names what it refused), every warning, and ``extra`` lines (the spec loads the same without them)."""
     p = plan.predicted
     what = "no speculation" if plan.method == "none" else f"{plan.method} γ={plan.num_speculative_tokens}"
     rng = f" (range {p.speedup_low:.2f}-{p.speedup_high:.2f}x)" if p.speedup_low is not None else ""
     lines = [f"specops recommend: {what}, KV {plan.kv_cache_dtype}, on {plan.gpus}x {plan.gpu}: predicted "
              f"{p.speedup:.2f}x{rng}, TPOT {p.tpot_ms:.1f} ms at batch {p.effective_batch}"]
+    lines += [f"why: {s.outcome}" for s in plan.decision_path if s.rule in ("cost_model", "evidence")]
+    lines += list(extra or [])
     lines += [f"warning: {w}" for w in plan.warnings]
     return "".join("# " + " ".join(line.split()) + "\n" for line in lines)
+
+
+def sweep(values: dict[str, Any], spec: str, calibration: str | None = None):
+    """One plan per value of ``spec`` (``batch=1,8,64``; :func:`specops.api.sweep.run_sweep`)."""
+    from specops.api.sweep import run_sweep
+
+    return run_sweep(values, spec, calibration=calibration)
+
+
+def sweep_plot(result, html: bool) -> str:
+    """The sweep's picture: an inline SVG, or a self-contained HTML page with the table."""
+    from specops.api.sweep import sweep_html, sweep_svg
+
+    return sweep_html(result) if html else sweep_svg(result) + "\n"

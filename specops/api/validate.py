@@ -59,16 +59,20 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
     prof = get_profile(profile)
     name = Path(spec_path).stem
     results: list[CheckResult] = []
+    schema = "The spec file is valid YAML and matches the schema."
     try:
         spec = load_spec(spec_path)
     except SpecopsError as exc:
-        results.append(_gate_result("gate.schema", "The spec file is valid YAML and matches the schema.", "config",
-                                    "fail", exc.message, exc.fix))
-        return [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
-                                 finished_at=datetime.now(timezone.utc), results=results)]
+        spec, pins = _unpinned(spec_path)
+        results.append(_gate_result("gate.schema", schema, "config", "fail", pins or exc.message,
+                                    _pin_fix() if pins else exc.fix))
+        if spec is None:
+            return [ValidationReport(checklist="gate", deployment=name, profile=profile, started_at=started,
+                                     finished_at=datetime.now(timezone.utc), results=results)]
+    else:
+        results.append(_gate_result("gate.schema", schema, "config", "pass",
+                                    f"{spec_path} is a valid deployment spec ({spec.name})"))
     name = spec.name
-    results.append(_gate_result("gate.schema", "The spec file is valid YAML and matches the schema.", "config",
-                                "pass", f"{spec_path} is a valid deployment spec ({spec.name})"))
     results.append(_capability(spec))
     results.append(_known_bugs(spec))
     results.append(_spec_lineage(spec, registry))
@@ -78,6 +82,38 @@ def gate(spec_path: str | Path, *, endpoint: str | None = None, profile: str = "
         src = sources or _spec_sources(spec, endpoint, prometheus_url, baseline_endpoint, registry, progress)
         reports.append(run_checklist(load_checklist("deploy"), profile, prof, src))
     return reports
+
+
+def _pin_fix() -> str:
+    from specops.engines.spec import PIN_FIX
+
+    return PIN_FIX
+
+
+def _unpinned(spec_path):
+    """When the only schema problems are revisions that are not commits (a ``<pin>`` placeholder, a branch):
+    (the spec without those revisions, the problems in one line), so that one gate run also checks everything
+    else; otherwise (None, the problems or None)."""
+    from specops.engines.spec import COMMIT, DeploymentSpec, pin_problems
+    from specops.errors import SpecopsError
+    from specops.yamlfile import load_yaml
+
+    try:
+        data = load_yaml(spec_path)
+    except SpecopsError:
+        return None, None
+    problems = pin_problems(data)
+    if not problems:
+        return None, None
+    clean = {**data}
+    for role in ("target", "draft"):
+        ref = clean.get(role)
+        if isinstance(ref, dict) and isinstance(ref.get("revision"), str) and not COMMIT.match(ref["revision"]):
+            clean[role] = {k: v for k, v in ref.items() if k != "revision"}
+    try:
+        return DeploymentSpec.model_validate(clean), "; ".join(problems)
+    except Exception:  # noqa: BLE001 - another schema problem too (a placeholder model): the pins alone are named
+        return None, "; ".join(problems)
 
 
 def _capability(spec) -> CheckResult:
@@ -105,8 +141,16 @@ def _known_bugs(spec) -> CheckResult:
     return _gate_result("gate.known-bugs", desc, "config", status, message, fix)
 
 
+def _hub_ref(ref) -> str:
+    """How a model is named on the command line: a pinned hub model as ``org/name@revision``."""
+    from specops.registry.fingerprint import looks_like_hub_id
+
+    return f"{ref.model}@{ref.revision}" if ref.revision and looks_like_hub_id(ref.model) else ref.model
+
+
 def _spec_lineage(spec, registry) -> CheckResult:
-    from specops.errors import SpecopsError
+    from specops.errors import NotFoundError, SpecopsError
+    from specops.registry.fingerprint import looks_like_hub_id
 
     desc = "The draft was trained against the target version the spec deploys."
     method = spec.speculative.method.lower()
@@ -118,8 +162,22 @@ def _spec_lineage(spec, registry) -> CheckResult:
             from specops.registry import open_registry
 
             reg = open_registry()
-        t_ref = spec.target.ref or _registered_ref(reg, spec.target.model, "target", spec)
-        d_ref = spec.draft.ref or _registered_ref(reg, spec.draft.model, "draft", spec, t_ref)
+        missing: list[SpecopsError] = []  # every registration the spec lacks, in one run
+        try:
+            t_ref = spec.target.ref or _registered_ref(reg, _hub_ref(spec.target), "target", spec)
+        except NotFoundError as exc:
+            missing.append(exc)
+            t_ref = None
+        if t_ref is not None or looks_like_hub_id(spec.target.model):
+            try:
+                d_ref = spec.draft.ref or _registered_ref(reg, _hub_ref(spec.draft), "draft", spec,
+                                                          t_ref or _hub_ref(spec.target))
+            except NotFoundError as exc:
+                missing.append(exc)
+        if missing:
+            return _gate_result("gate.lineage", desc, "lineage", "error",
+                                "could not evaluate: " + "; ".join(e.message for e in missing),
+                                "; then ".join(e.fix for e in missing if e.fix))
         report = reg.check_lineage(t_ref, d_ref, vllm_version=spec.engine.vllm_version, method=method)
     except SpecopsError as exc:
         return _gate_result("gate.lineage", desc, "lineage", "error", f"could not evaluate: {exc.message}", exc.fix)

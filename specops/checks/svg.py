@@ -181,17 +181,18 @@ def _limits(values: list[float], pad: float = 0.08) -> tuple[float, float]:
 
 
 def _scatter_frame(title: str, ax: _Axes, xlabel: str, ylabel: str, xticks: list[float] | None,
-                   total_h: int) -> list[str]:
+                   total_h: int, xtick_labels: list[tuple[float, str]] | None = None) -> list[str]:
     w, h = ax.w, ax.h
     out = _open(title, w, total_h)
     for v in nice_ticks(ax.y0, ax.y1):
         y = ax.y(v)
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{w - R}" y2="{y:.1f}" stroke="#e5e7eb"/>')
         out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_tick(v)}</text>')
-    for v in xticks if xticks is not None else nice_ticks(ax.x0, ax.x1):
+    ticks = xtick_labels or [(v, _tick(v)) for v in (xticks if xticks is not None else nice_ticks(ax.x0, ax.x1))]
+    for v, text in ticks:
         x = ax.x(v)
         out.append(f'<line x1="{x:.1f}" y1="{h - B}" x2="{x:.1f}" y2="{h - B + 4}" stroke="#374151"/>')
-        out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{_tick(v)}</text>')
+        out.append(f'<text x="{x:.1f}" y="{h - B + 15}" text-anchor="middle" font-size="11">{escape(text)}</text>')
     out.append(f'<text x="{(L + w - R) / 2}" y="{h - B + 29}" text-anchor="middle" font-size="11">'
                f'{escape(xlabel)}</text>')
     return out + _axis_lines(w, h, ylabel)
@@ -250,13 +251,17 @@ def scatter(title: str, series: dict[str, list[Point]], xlabel: str, ylabel: str
             slopes: list[tuple[str, float]] | None = None, hlines: list[tuple[str, float]] | None = None,
             colors: dict[str, str] | None = None, xlim: tuple[float, float] | None = None,
             ylim: tuple[float, float] | None = None, xticks: list[float] | None = None,
-            line_tips: dict[str, list[str]] | None = None, width: int = W, height: int = H, empty: str = "no data") -> str:
+            line_tips: dict[str, list[str]] | None = None, width: int = W, height: int = H, empty: str = "no data",
+            bands: dict[str, list[tuple[float, float, float]]] | None = None,
+            xtick_labels: list[tuple[float, str]] | None = None) -> str:
     """Dots with optional whiskers (``<g class="pt">`` with a ``<title>`` tooltip each), per-series
     polylines (``lines``, e.g. a fitted prediction: hollow markers whose tooltips are ``line_tips`` or
     "NAME: x → y"), lines y = k·x through the
     origin (``slopes``, e.g. y = x and ±15%) and labelled horizontal reference lines (``hlines``).
-    Colours follow ``colors`` by series name, else the default palette; axes are numeric."""
-    lines, slopes, hlines = lines or {}, slopes or [], hlines or []
+    Colours follow ``colors`` by series name, else the default palette; axes are numeric. ``bands``: per
+    series, (x, low, high) triples drawn as a shaded area under the dots (e.g. a prediction's range);
+    ``xtick_labels``: (x, text) ticks in place of numeric ones (e.g. 1, 8, 64 on a log axis)."""
+    lines, slopes, hlines, bands = lines or {}, slopes or [], hlines or [], bands or {}
     pts = [p for ps in series.values() for p in ps]
     if not pts and not any(lines.values()):
         return _empty(title, empty)
@@ -264,11 +269,19 @@ def scatter(title: str, series: dict[str, list[Point]], xlabel: str, ylabel: str
     palette = {n: (colors or {}).get(n) or COLORS[i % len(COLORS)] for i, n in enumerate(names)}
     xs = [v for p in pts for v in (p.x, p.xlow, p.xhigh) if v is not None] + [x for ls in lines.values() for x, _ in ls]
     ys = ([v for p in pts for v in (p.y, p.ylow, p.yhigh) if v is not None]
-          + [y for ls in lines.values() for _, y in ls] + [v for _, v in hlines])
+          + [y for ls in lines.values() for _, y in ls] + [v for _, v in hlines]
+          + [v for bs in bands.values() for _, lo, hi in bs for v in (lo, hi)])
+    xs += [x for bs in bands.values() for x, _, _ in bs] + [x for x, _ in xtick_labels or []]
     legend = _legend_at(names, width, height - 4)
     total_h = (legend[-1][2] + 6) if legend else height
     ax = _Axes(xlim or _limits(xs), ylim or _limits(ys), width, height)
-    out = _scatter_frame(title, ax, xlabel, ylabel, xticks, total_h)
+    out = _scatter_frame(title, ax, xlabel, ylabel, xticks, total_h, xtick_labels)
+    for name, bs in bands.items():
+        if len(bs) > 1:
+            bs = sorted(bs)
+            edge = [(ax.x(x), ax.y(hi)) for x, _, hi in bs] + [(ax.x(x), ax.y(lo)) for x, lo, _ in reversed(bs)]
+            out.append(f'<polygon class="band" fill="{palette.get(name, COLORS[0])}" fill-opacity="0.15" stroke="none" '
+                       'points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in edge) + '"/>')
     for label, k in slopes:
         out += _slope(label, k, ax, "#6b7280" if k == 1 else "#9ca3af", "none" if k == 1 else "4,4")
     for label, v in hlines:

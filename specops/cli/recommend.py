@@ -14,6 +14,12 @@ OUTPUTS = ("table", "json", "yaml", "deployment")
 
 
 def register(app: typer.Typer) -> None:
+    import inspect
+
+    from specops.api.recommend import gpu_names_for_help
+
+    gpu_option = inspect.signature(recommend_command).parameters["gpu"].default
+    gpu_option.help = gpu_option.help.replace("GPU_NAMES", gpu_names_for_help())  # the catalog's names, read cheaply
     app.command("recommend", help="Recommend a speculative-decoding method, γ and KV dtype, with a predicted "
                 "speedup, the decision path, and the exact `vllm serve` command. Docs: docs/recommend.md.")(
         recommend_command)
@@ -25,13 +31,15 @@ def recommend_command(
     active_params_b: float = typer.Option(None, "--active-params-b", help="Parameters active per token in "
                                           "billions: makes an unknown model (with --params-b) a mixture of experts."),
     quantization: str = typer.Option(None, "--quantization", help="Weights: fp8, int8, awq, gptq or nvfp4."),
-    gpu: str = typer.Option(None, "--gpu", help="GPU: H100, H100-PCIE, H200, B200, A100-40GB, A100-80GB, L40S, "
-                            "L4, A10G, RTX4090, RTX3090, MI300X, T4, cpu. Default: SPECOPS_GPU / config.yaml."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor parallel size)."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU: GPU_NAMES; or the name nvidia-smi / rocm-smi "
+                            "prints (e.g. \"NVIDIA A100 80GB PCIe\"). Default: SPECOPS_GPU / config.yaml."),
+    gpus: int = typer.Option(1, "--gpus", "--tp", "--tensor-parallel-size",
+                             help="GPUs per replica (vLLM's --tensor-parallel-size; over 8, nodes of 8 with pipeline "
+                             "parallelism)."),
     tpot_ms: float = typer.Option(None, "--tpot-ms", help="Target time per output token in ms."),
     task: str = typer.Option("chat", "--task", help="code, math, chat, creative, translation, summarization, rag, "
                              "agentic."),
-    context_len: int = typer.Option(4096, "--context-len", help="Prompt/context tokens per request."),
+    context_len: int = typer.Option(None, "--context-len", help="Prompt/context tokens per request (default 4096)."),
     output_len: int = typer.Option(256, "--output-len", help="Generated tokens per request."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
     batch_size: int = typer.Option(None, "--batch-size", help="Concurrent requests (default 1)."),
@@ -66,27 +74,67 @@ def recommend_command(
                                                "(not modelled: docs/monitor.md)."),
     calibration: str = typer.Option(None, "--calibration", help="Use a calibration stored by `specops tune` "
                                     "(default: the newest one for this model on this hardware)."),
+    sweep: str = typer.Option(None, "--sweep", help="Plan at each value of one input: batch=1,8,64,256, gamma=1,3,5, "
+                              "context=1024,8192,32768 or qps=1,4,16; one table (and with -o json a `points` list)."),
+    plot: str = typer.Option(None, "--plot", help="With --sweep: write the speedup (with its range) against the swept "
+                             "input and the break-even line to FILE.svg or FILE.html."),
+    explain: bool = typer.Option(False, "--explain", help="Show the whole decision path (every rule, its input and "
+                                 "outcome) and every alternative, not just the pick and why."),
 ) -> None:
-    from specops.cli.output import check_format, emit
+    from specops.cli.output import check_format, check_writable, emit
 
     fmt = check_format(output, OUTPUTS)
+    if plot is not None:
+        _check_plot(plot, sweep, check_writable)
     with _no_pydantic_plugins():
         from specops.api.recommend import build_request, deployment_yaml, recommend_with_defaults
 
-        request = build_request(model=model, params_b=params_b, active_params_b=active_params_b, quantization=quantization,
-                                gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
-                                temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
-                                objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
-                                draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
-                                engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype,
-                                adaptive_verification=adaptive_verification or None)
-        plan = recommend_with_defaults(request, calibration=calibration)
+        values = dict(model=model, params_b=params_b, active_params_b=active_params_b, quantization=quantization,
+                      gpu=gpu, gpus=gpus, tpot_ms=tpot_ms, task=task, context_len=context_len, output_len=output_len,
+                      temperature=temperature, batch_size=batch_size, vllm_version=vllm_version,
+                      objective=objective, method=method, num_speculative_tokens=num_speculative_tokens,
+                      draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
+                      engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype,
+                      adaptive_verification=adaptive_verification or None)
+        if sweep is not None:
+            _sweep(values, sweep, fmt, plot, calibration)
+            return
+        plan = recommend_with_defaults(build_request(**values), calibration=calibration)
         if fmt == "deployment":
             typer.echo(deployment_yaml(plan, name), nl=False)
             return
         from specops.cli.plan_view import print_plan
 
-        emit(plan, fmt, print_plan)
+        emit(plan, fmt, lambda p: print_plan(p, explain=explain))
+
+
+def _check_plot(plot: str, sweep: str | None, check_writable) -> None:
+    from specops.errors import InputError
+
+    if sweep is None:
+        raise InputError("--plot draws a sweep", "add --sweep, e.g. --sweep batch=1,8,64,256 --plot speedup.svg")
+    if not plot.lower().endswith((".svg", ".html", ".htm")):
+        raise InputError(f'--plot "{plot[:120]}" is neither .svg nor .html', "name the file FILE.svg or FILE.html")
+    check_writable(plot, "--plot")
+
+
+def _sweep(values: dict, sweep: str, fmt: str, plot: str | None, calibration: str | None) -> None:
+    from specops.api.recommend import sweep as run_sweep
+    from specops.api.recommend import sweep_plot
+    from specops.cli.output import emit
+    from specops.errors import InputError
+
+    if fmt == "deployment":
+        raise InputError("--sweep makes one plan per value, and a deployment is one plan",
+                         "drop --sweep and give the value to deploy (e.g. --batch-size 8) with -o deployment")
+    result = run_sweep(values, sweep, calibration=calibration)
+    if plot is not None:
+        from pathlib import Path
+
+        Path(plot).write_text(sweep_plot(result, html=not plot.lower().endswith(".svg")), encoding="utf-8")
+    from specops.cli.plan_view import print_sweep
+
+    emit(result, fmt, lambda s: print_sweep(s, plot))
 
 
 @contextmanager

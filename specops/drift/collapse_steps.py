@@ -112,7 +112,7 @@ class CollapseSteps:
             raise CouldNotEvaluate(f"{deployment}: no launch argv on record, so a KV connector cannot be ruled out",
                                    "deploy it with `specops deploy SPEC` or register it with its argv")
         ev = dict(deployment=deployment, kv_connector=rec["kv_connector"], method=rec["method"],
-                  prefix_hit_rate="not measured (specops does not read vllm:prefix_cache_* yet)")
+                  prefix_hit_rate="not measured (the vllm:prefix_cache_* counters are not read yet)")
         if rec["kv_connector"]:
             return [_f("COLLAPSE_KV_WITHOUT_DRAFT_KV", "warning", f"{deployment}: the launch has a KV connector "
                        "(--kv-transfer-config): restored target KV without the draft's KV collapses acceptance "

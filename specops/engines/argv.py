@@ -56,6 +56,10 @@ class LaunchConfig(Strict):
         None, description="rejection_sample_method synthetic at these per-position rates (tune only; lossy).")
     kv_cache_dtype: str = Field("auto", description="--kv-cache-dtype, e.g. auto, fp8, turboquant_k8v4.")
     tensor_parallel_size: int = Field(1, ge=1, description="--tensor-parallel-size.")
+    pipeline_parallel_size: int = Field(1, ge=1, description="--pipeline-parallel-size: nodes of a multi-node "
+                                        "replica (each with --tensor-parallel-size GPUs).")
+    distributed_executor_backend: Literal["ray", "mp"] | None = Field(
+        None, description="--distributed-executor-backend: ray for a replica over several nodes (a Ray cluster).")
     max_model_len: int | None = Field(None, ge=16, description="--max-model-len.")
     max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs.")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization.")
@@ -185,6 +189,9 @@ def _flags(cfg: LaunchConfig, table: CapabilityTable) -> list[str]:
     opt("--quantization", cfg.quantization)
     if cfg.tensor_parallel_size != 1:
         opt("--tensor-parallel-size", cfg.tensor_parallel_size)
+    if cfg.pipeline_parallel_size != 1:
+        opt("--pipeline-parallel-size", cfg.pipeline_parallel_size)
+    opt("--distributed-executor-backend", cfg.distributed_executor_backend)
     opt("--max-model-len", cfg.max_model_len)
     opt("--max-num-seqs", cfg.max_num_seqs)
     opt("--gpu-memory-utilization", cfg.gpu_memory_utilization)

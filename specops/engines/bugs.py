@@ -56,6 +56,24 @@ class BugFinding:
             return f"{head}: {r.name}; {done}. {r.notes}".strip()
         return f"{head}: {r.name}. {r.notes}".strip()
 
+    def warning(self) -> str:
+        """The finding as one line for a plan, a dry run or a spec's comments: the issue, what goes wrong, and
+        the fix (the row's workaround or the mitigation applied); the row's evidence stays in the table."""
+        import re
+
+        r = self.row
+        issue = r.issue() if "#" in r.name else None
+        head = f"known bug {issue}" if issue else "known vLLM bug"
+        name = re.sub(r"\s*\((?:vllm)?#\d+\)\s*$", "", r.name.strip()) if issue else r.name.strip()
+        if self.status == "may apply":
+            return f"{head} (vLLM {r.span()}) may apply ({', '.join(self.unknown)} unknown): {name}"
+        if r.effect == "mitigate":
+            done = (f"mitigated with {'; '.join(self.missing)}" if self.missing else
+                    f"mitigation {'; '.join(r.mitigation)} already in place")
+            return f"{head} (vLLM {r.span()}): {name}; {done}"
+        work = re.search(r"Workaround:\s*(.+?)\.(?=\s+[A-Z]|\s*$)", r.notes or "")
+        return f"{head} (vLLM {r.span()}): {name}" + (f". To fix: {work.group(1)}" if work else "")
+
     def spec_fix(self) -> str:
         return "; ".join(spec_fix(m) for m in self.missing)
 
@@ -69,7 +87,8 @@ class BugReport:
     findings: list[BugFinding] = field(default_factory=list)
 
     def warnings(self) -> list[str]:
-        return [f.message() for f in self.findings]
+        """One line per finding (:meth:`BugFinding.warning`)."""
+        return [f.warning() for f in self.findings]
 
     def mitigated(self) -> list[BugFinding]:
         return [f for f in self.findings if f.status == "applies" and f.missing]
@@ -306,6 +325,19 @@ def cached_snapshot(hub_id: str, revision: str | None = None, env: dict[str, str
     commit = ref.read_text().strip() if ref.is_file() else rev
     snap = repo / "snapshots" / commit
     return snap if snap.is_dir() else None
+
+
+def cached_revision(hub_id: str, env: dict[str, str] | None = None) -> str | None:
+    """The commit the Hugging Face cache's ``refs/main`` of ``hub_id`` points at (what ``hf download`` fetched
+    last), or None when the model is not in the cache or the ref is not a commit."""
+    import re
+
+    ref = hub_cache_dir(env) / ("models--" + hub_id.replace("/", "--")) / "refs" / "main"
+    try:
+        commit = ref.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
 def architecture_of_model(model: str, revision: str | None = None, env: dict[str, str] | None = None, *,

@@ -7,8 +7,9 @@ and the HF token are named by environment variable or file (locally) or by Kuber
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,6 +19,42 @@ from specops.models import DEPLOYMENT_NAME as DNS1123_LABEL  # the one name rule
 from specops.models import NAME_RULE, Strict
 
 _Strict = Strict
+
+PIN = "<pin>"
+"""What ``recommend -o deployment`` writes for a hub model's revision it could not resolve: the schema refuses
+it, and the gate names every one, so a spec is never deployed unpinned by accident."""
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+
+
+def pin_problems(data: Any) -> list[str]:
+    """Every placeholder model and every revision that is not a commit in a spec's raw mapping, one line each
+    (e.g. ``target.revision is the placeholder <pin>``); empty when there is none."""
+    out = []
+    if not isinstance(data, dict):
+        return out
+    for role in ("target", "draft"):
+        ref = data.get(role)
+        if isinstance(ref, ModelRef):  # built in Python (recommend's to_deployment), not read from YAML
+            ref = {"model": ref.model, "revision": ref.revision}
+        if not isinstance(ref, dict):
+            continue
+        model, rev = ref.get("model"), ref.get("revision")
+        if isinstance(model, str) and PLACEHOLDER.match(model):
+            out.append(f"{role}.model is the placeholder {model.strip()[:80]}, not a model")
+        if rev is None or not isinstance(rev, str):
+            continue
+        if PLACEHOLDER.match(rev):
+            out.append(f"{role}.revision is the placeholder {rev.strip()[:40]}"
+                       + (f" for {model}" if isinstance(model, str) else ""))
+        elif not COMMIT.match(rev):
+            out.append(f'{role}.revision "{rev[:40]}" is a branch, tag or short hash, not a commit (40 hex digits)')
+    return out
+
+
+PIN_FIX = ("set each revision to the commit hash (40 hex digits: `hf download MODEL` prints the snapshot path, "
+           "whose last part is the commit; the model page's 'Files and versions' tab shows it) and each model to a "
+           "real hub id or folder")
 
 
 class ModelRef(_Strict):
@@ -180,6 +217,14 @@ class DeploymentSpec(_Strict):
     expectations: Expectations | None = Field(
         None, description="Expected and break-even acceptance (per-deployment alert thresholds; see docs/kubernetes.md).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pinned(cls, data: Any) -> Any:
+        problems = pin_problems(data)
+        if problems:  # every one at once: one run of the gate or of deploy names them all
+            raise ValueError("; ".join(problems) + f". To fix: {PIN_FIX}")
+        return data
+
     @field_validator("name")
     @classmethod
     def _dns_label(cls, v: str) -> str:
@@ -260,9 +305,20 @@ def load_spec(path: str | Path) -> DeploymentSpec:
     return load_model(path, DeploymentSpec)
 
 
-def dump_spec(spec: DeploymentSpec) -> str:
+def unpinned_hub_models(spec: DeploymentSpec) -> tuple[str, ...]:
+    """The roles (target, draft) whose model is a hub id without a revision."""
+    return tuple(role for role, ref in (("target", spec.target), ("draft", spec.draft))
+                 if ref is not None and not _is_local(ref.model) and not ref.revision)
+
+
+def dump_spec(spec: DeploymentSpec, placeholders: tuple[str, ...] = ()) -> str:
+    """The spec as YAML; ``placeholders``: roles whose ``revision`` is written as :data:`PIN` (the schema and
+    the gate refuse it until the user sets the commit)."""
     import yaml
 
     data = spec.model_dump(mode="json", exclude_defaults=True)
     data = {"name": data.pop("name"), **data}
+    for role in placeholders:
+        ref = data[role]
+        data[role] = {"model": ref.pop("model"), "revision": PIN, **ref}
     return yaml.safe_dump(data, sort_keys=False)

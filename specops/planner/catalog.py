@@ -50,7 +50,7 @@ class Catalogs:
         self.models = models
         self._gpu_index: dict[str, GPU] = {}
         for g in gpus:
-            for key in gpu_keys([g.name, *g.aliases]):
+            for key in gpu_keys([g.name, *g.aliases, *g.smi_names]):
                 other = self._gpu_index.setdefault(key, g)
                 if other is not g:
                     raise ValueError(f'GPU name "{key}" belongs to both {other.name} and {g.name}')
@@ -94,8 +94,11 @@ class Catalogs:
                              "give the parameters active per token, at most the total")
         if spec is None:
             path = Path(name).expanduser()
+            cached = _cached_config_dir(name) if not path.is_dir() else None
             if path.is_dir():
                 spec = model_from_config_dir(path, params_b=params_b)
+            elif cached is not None:  # a hub id specops does not know, downloaded here: its config.json
+                spec = model_from_config_dir(cached, params_b=params_b).model_copy(update={"id": name})
             elif params_b is not None:
                 spec = generic_model(name, params_b, active_params_b)
             elif active_params_b is not None:
@@ -119,6 +122,16 @@ class Catalogs:
 
     def drafts_for(self, model: ModelSpec) -> list[DraftRef]:
         return list(model.drafts)
+
+
+def _cached_config_dir(name: str) -> Path | None:
+    """The Hugging Face cache's snapshot of hub id ``name`` when it holds a config.json (else None)."""
+    if name.count("/") != 1 or name.startswith((".", "/", "~")):
+        return None
+    from specops.engines.bugs import cached_snapshot
+
+    snap = cached_snapshot(name)
+    return snap if snap is not None and (snap / "config.json").is_file() else None
 
 
 def quantized(spec: ModelSpec, quantization: str, *, known: bool) -> ModelSpec:

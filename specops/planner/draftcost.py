@@ -27,7 +27,7 @@ GRID = (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12)
 
 
 @dataclass(frozen=True)
-class SweepRow:
+class DraftSizeSweepRow:
     id: str
     source: str
     target: str
@@ -46,24 +46,24 @@ class SweepRow:
         return self.source, self.target
 
 
-def load_sweeps() -> list[SweepRow]:
+def load_sweeps() -> list[DraftSizeSweepRow]:
     from specops.playbooks import playbook_path
 
     return list(_load(str(playbook_path("data", DATA_FILE))))
 
 
 @lru_cache(maxsize=2)
-def _load(path: str) -> tuple[SweepRow, ...]:
+def _load(path: str) -> tuple[DraftSizeSweepRow, ...]:
     with open(path, newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["id"] in SWEEPS]
-    return tuple(SweepRow(r["id"], r["source"], TARGETS["405B" if "405B" in r["model"] else "70B"], r["draft"],
+    return tuple(DraftSizeSweepRow(r["id"], r["source"], TARGETS["405B" if "405B" in r["model"] else "70B"], r["draft"],
                           "tensorrt-llm" if "TensorRT" in r["engine_class"] or "TRT" in r["engine_class"] else "vllm",
                           r["gpu"], int(r["gpus"]), int(r["gamma_published"]) if r["gamma_published"].isdigit() else None,
                           int(r["batch"]), int(r["context_len"]), int(r["output_len"]), float(r["published_speedup"]))
                  for r in rows)
 
 
-def predicted_speedup(row: SweepRow, profile: EngineProfile, priors=None) -> float:
+def predicted_speedup(row: DraftSizeSweepRow, profile: EngineProfile, priors=None) -> float:
     from specops.planner import RecommendRequest, recommend
 
     req = RecommendRequest(model=row.target, quantization="fp8", gpu=row.gpu, gpus=row.gpus, method="draft_model",
@@ -73,7 +73,7 @@ def predicted_speedup(row: SweepRow, profile: EngineProfile, priors=None) -> flo
     return recommend(req, calibration=profile, priors=priors).predicted.speedup
 
 
-def sweep_ratio_errors(rows: list[SweepRow], profile: EngineProfile, priors=None) -> list[tuple[SweepRow, float, float]]:
+def sweep_ratio_errors(rows: list[DraftSizeSweepRow], profile: EngineProfile, priors=None) -> list[tuple[DraftSizeSweepRow, float, float]]:
     """(row, published ratio, predicted ratio) to its sweep's smallest draft, for every other row."""
     from specops.planner.catalog import load_catalogs
 
@@ -88,7 +88,7 @@ def sweep_ratio_errors(rows: list[SweepRow], profile: EngineProfile, priors=None
     return out
 
 
-def fit_draft_layer_overhead(rows: list[SweepRow], profile: EngineProfile, priors=None) -> tuple[float, float]:
+def fit_draft_layer_overhead(rows: list[DraftSizeSweepRow], profile: EngineProfile, priors=None) -> tuple[float, float]:
     """(best grid value, its median |ln ratio error|) of draft_layer_overhead_ms on these sweeps."""
     best = None
     for v in GRID:

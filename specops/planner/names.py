@@ -58,9 +58,24 @@ def _read_index(path: str) -> tuple[dict[str, str], list[str]]:
         if not isinstance(g, dict) or "name" not in g:
             continue
         names.append(str(g["name"]))
-        for k in gpu_keys([str(g["name"]), *[str(a) for a in g.get("aliases") or []]]):
+        for k in gpu_keys([str(g["name"]), *[str(a) for a in [*(g.get("aliases") or []), *(g.get("smi_names") or [])]]]):
             index.setdefault(k, str(g["name"]))
     return index, names
+
+
+def gpu_names_for_help() -> str:
+    """The catalog's GPU names, comma-separated, for ``--help`` (read with a regular expression from the entries'
+    ``- name:`` lines, without the YAML parser: ``specops --help`` builds every command's help). The full loader
+    reads the same names (tests/planner compares them)."""
+    import re
+
+    from specops.playbooks import playbook_path
+
+    try:
+        text = playbook_path("catalogs", "gpus.yaml").read_text(encoding="utf-8")
+    except OSError:
+        return "see playbooks/catalogs/gpus.yaml"
+    return ", ".join(re.findall(r"^  - name: *\"?([^\"\s#]+)", text, flags=re.M))
 
 
 def check_gpu_name(name: str) -> None:

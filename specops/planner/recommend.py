@@ -20,6 +20,7 @@ from specops.capabilities import (
 from specops.errors import CapabilityError, FitError, InputError
 from specops.planner.archnotes import hybrid_note, moe_note
 from specops.planner.catalog import Catalogs, draft_from_name, generic_model, load_catalogs
+from specops.planner.layout import describe, gpu_counts
 from specops.planner.load import at_rate
 from specops.planner.mitigations import launch_mitigations, priced
 from specops.planner.perfmodel import (
@@ -75,18 +76,22 @@ class Context:
     schedule_note: str | None = None  # why a schedule was or was not shipped (shown in the decision path)
     measured: MeasuredModel | None = None  # a fitted model from `specops tune`: ranks what it measured
     hard_rules: set[str] = field(default_factory=set)  # rules that check facts (capabilities, drafts)
-    residuals: object | None = None  # a specops.planner.uncertainty.Calibration, or residuals (None: the shipped ones)
+    residuals: object | None = None  # a specops.planner.uncertainty.RangeCalibration, or residuals (None: the shipped ones)
     evidence: object | None = None  # the chosen candidate's Uncertainty (specops.planner.uncertainty)
     picked: Evaluation | None = None  # the cost model's pick by point, before the evidence rule
     mitigation_cache: dict = field(default_factory=dict)  # (method, kv, draft) -> mitigation flags (planner/mitigations)
+    warning_about: dict[str, str] = field(default_factory=dict)  # warning -> the method it is about
 
     @property
     def version(self):
         return parse_version(self.request.vllm_version)
 
-    def warn(self, text: str) -> None:
+    def warn(self, text: str, about: str | None = None) -> None:
+        """Add a warning once; ``about``: the method it concerns (dropped from the plan when another is picked)."""
         if text not in self.warnings:
             self.warnings.append(text)
+        if about is not None:
+            self.warning_about[text] = about
 
     def allowed(self, method: str) -> bool:
         pinned = self.request.method
@@ -118,29 +123,27 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
     setup = Setup(model, gpu, request.gpus, profile)
     mem = memory_estimate(setup, None, seq_tokens=1, kv_dtype="auto")
     if mem.weights_gib > mem.available_gib:
-        per_gpu = gpu.memory_gib * profile.gpu_memory_utilization - profile.runtime_reserve_gib
-        need = int(mem.weights_gib // per_gpu) + 1
-        quant = "" if request.quantization else " or --quantization fp8/awq"
+        from specops.planner.layout import fit_advice
+
         raise FitError(f"{model.id} weights ({mem.weights_gib:.1f} GiB) cannot fit {request.gpus}× {gpu.name} "
-                       f"({mem.available_gib:.1f} GiB usable)", f"use --gpus {need} or more{quant}")
+                       f"({mem.available_gib:.1f} GiB usable)", fit_advice(setup, request, catalogs))
     return model, gpu, setup
 
 
-def tensor_parallel_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
-    """Tensor-parallel sizes vLLM accepts for ``model``: they divide the attention heads, and divide the KV
-    heads or are a multiple of them (KV heads replicated) - vllm/config/model.py verify_with_parallel_config
-    and the attention layers' asserts."""
-    return [t for t in range(1, limit + 1) if model.heads % t == 0
-            and (model.kv_heads % t == 0 if model.kv_heads >= t else t % model.kv_heads == 0)]
-
-
 def check_tensor_parallel(model: ModelSpec, gpus: int) -> None:
-    """Refuse a --gpus the model's heads do not split into (not for architectures specops only estimates)."""
-    if model.source.startswith("estimated") or gpus in tensor_parallel_sizes(model, max(gpus, 64)):
+    """Refuse a --gpus the model's heads do not split into, or that is not whole nodes of 8 when over one node
+    (not for architectures specops only estimates); the fix lists the counts that work."""
+    from specops.planner.layout import GPUS_PER_NODE
+
+    counts = gpu_counts(model)
+    if model.source.startswith("estimated") or gpus in counts:
         return
-    sizes = [t for t in tensor_parallel_sizes(model) if t <= max(8, 2 * gpus)]
-    raise InputError(f"--gpus {gpus}: {model.id} has {model.heads} attention heads and {model.kv_heads} KV heads, "
-                     f"which tensor parallelism over {gpus} GPUs cannot split", "use --gpus " + ", ".join(map(str, sizes)))
+    why = (f"{model.id} has {model.heads} attention heads and {model.kv_heads} KV heads, which tensor parallelism "
+           f"over {gpus} GPUs cannot split" if gpus <= GPUS_PER_NODE else
+           f"over one node of {GPUS_PER_NODE} GPUs a replica is whole nodes of {GPUS_PER_NODE} (tensor parallel inside "
+           "a node, pipeline parallel across nodes)")
+    shown = [c for c in counts if c <= max(GPUS_PER_NODE, 2 * gpus)]
+    raise InputError(f"--gpus {gpus}: {why}", "use --gpus " + ", ".join(describe(c) for c in shown))
 
 
 def check_fits(ctx: Context, chosen: Evaluation | None = None) -> None:
@@ -162,10 +165,10 @@ def check_fits(ctx: Context, chosen: Evaluation | None = None) -> None:
         return
     mem = memory_estimate(ctx.setup, draft, seq_tokens=tokens, kv_dtype="auto")
     fixes = []
-    more = next((t for t in tensor_parallel_sizes(model) if t > req.gpus and
+    more = next((t for t in gpu_counts(model) if t > req.gpus and
                  any(one_fits(Setup(model, ctx.gpu, t, ctx.setup.profile), tokens, k) for k in kvs)), None)
     if more:
-        fixes.append(f"--gpus {more}")
+        fixes.append(f"--gpus {describe(more)}")
     fit = _longest_context(ctx, draft)
     if fit:
         fixes.append(f"--context-len {fit}" + (f" (with KV {kvs[-1]})" if kvs[-1] != "auto" else ""))
@@ -328,9 +331,12 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
         if m in ctx.drafts:
             continue
         if req.method == m:
+            from specops.planner.servable import refuse_unservable
+
+            refuse_unservable(ctx, m)  # no MTP layers / no draft: refused with what works
             ctx.drafts[m] = _typical_draft(ctx, m)
-            ctx.warn(f"no known {m} draft for {ctx.model.id}: predicted with a typical one "
-                     f"({ctx.drafts[m].params_b:.2f}B); replace the placeholder in vllm.argv with a real draft")
+            ctx.warn(f"specops does not know {ctx.model.id}'s MTP layers ({ctx.model.source}): predicted with a typical "
+                     f"{ctx.drafts[m].params_b:.2f}B module; check that its config.json has num_nextn_predict_layers")
         else:
             ctx.constraints.forbidden.setdefault(m, rule.id)
             missing.append(m)
@@ -635,9 +641,9 @@ def evidence_for(ctx: Context, e: Evaluation):
         return None
     from specops.planner import uncertainty as unc
 
-    if not isinstance(ctx.residuals, unc.Calibration):
+    if not isinstance(ctx.residuals, unc.RangeCalibration):
         ctx.residuals = (unc.default_calibration() if ctx.residuals is None
-                         else unc.Calibration(unc.points_from(ctx.residuals)))
+                         else unc.RangeCalibration(unc.points_from(ctx.residuals)))
     stratum = unc.stratum_of(engine=ctx.request.engine, method=e.method, kind=ctx.model.kind(), moe=ctx.model.is_moe,
                              batch=e.effective_batch)
     return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
@@ -655,7 +661,7 @@ def _warn_far(ctx: Context, chosen: Evaluation, ev) -> None:
     if ev is not None and not ev.near:
         ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
                  f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
-                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it")
+                 f"({ev.line()}); measure it (specops bench, specops tune) before relying on it", about=chosen.method)
 
 
 def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
@@ -680,7 +686,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
             return DecisionStep(rule=rule.id, input=chosen.method, outcome=what)
         if not unc.eligible(unc.Judged(chosen, chosen.speedup, ev), min_p):
             ctx.warn(f"{chosen.method} may be slower than no speculation: P(gain) {ev.p_gain:.2f} (below {min_p:.2f}), "
-                     f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because {why}")
+                     f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because {why}", about=chosen.method)
         return DecisionStep(rule=rule.id, input=_judged_line(chosen, ev), outcome=f"keep {chosen.method} ({why}; "
                             f"the rule would be: {rule_text}): {ev.line()}")
     rows = [e for e in ctx.table_rows if e.method != "none"]

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specops.engines.argv import LaunchConfig, render_argv, speculative_config
+from specops.planner.layout import layout
 from specops.planner.perfmodel import Evaluation, break_even_rate
 from specops.planner.types import (
     AcceptanceEvidence,
@@ -39,12 +40,14 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
                   schedule: list[tuple[int, int, int]] | None) -> LaunchConfig:
     req, model = ctx.request, ctx.model
     quant = ONLINE_QUANT.get(req.quantization or "") if model.weight_bits > 8.5 or req.quantization == "fp8" else None
+    tp, pp = layout(req.gpus)
     return LaunchConfig(
         vllm_version=req.vllm_version, model=model.id, method=method,
         draft_model=draft_id if needs_draft(method) else None,
         num_speculative_tokens=gamma if method != "none" else None,
         num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=kv,
-        tensor_parallel_size=req.gpus, max_model_len=req.context_len + req.output_len,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, distributed_executor_backend="ray" if pp > 1 else None,
+        max_model_len=req.context_len + req.output_len,
         quantization=quant, architecture=model.kind(),
         parallel_drafting=True if req.parallel_drafting and method == "eagle3" else None,
     )
@@ -112,6 +115,10 @@ def _acceptance(ctx: Context, e: Evaluation) -> AcceptanceEvidence | None:
 
 def _warnings(ctx: Context, e: Evaluation) -> None:
     req = ctx.request
+    if ctx.model.source.startswith("estimated") or ctx.model.source.endswith("(config.json)"):
+        ctx.warn(f"specops does not know {ctx.model.id} (not in playbooks/catalogs/models.yaml): its size comes from "
+                 f"{ctx.model.source.removeprefix('estimated from ')} and its acceptance from other targets' rows; "
+                 "measure before relying on the prediction (specops bench, specops tune)")
     if not e.fits:
         ctx.warn(f"the KV cache for batch {req.batch_size} × {req.context_len + req.output_len} tokens does not fit "
                  f"({e.memory.weights_gib + e.memory.draft_gib + e.memory.kv_gib(req.batch_size):.1f} GiB needed, "
@@ -135,6 +142,11 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
                  "with this head; P-EAGLE heads are trained for parallel drafting (speculators type peagle) and an EAGLE-3 head may accept less: measure it")
     if e.method == "suffix":
         ctx.warn("suffix decoding needs `pip install arctic-inference==0.1.1` in the engine's environment")
+    tp, pp = layout(req.gpus)
+    if pp > 1:
+        ctx.warn(f"{pp} nodes × {tp} GPUs: the prediction treats the {req.gpus} GPUs as one tensor-parallel group; "
+                 "pipeline stages do not shorten one token's step, so TPOT may be higher. To fix: measure it (specops "
+                 "bench) on the cluster")
 
 
 def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
@@ -149,7 +161,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     if e.method == "none":
         gamma, schedule = None, None
     method = e.method if gamma else "none"
-    draft_id = e.draft.id if (e.draft and method != "none") else None
+    draft_id = e.draft.id if (e.draft and needs_draft(method)) else None  # mtp drafts with the target's own layers
     from specops.planner.recommend import check_fits
 
     check_fits(ctx, e)  # a plan that runs no request is refused, naming what would fit
@@ -188,10 +200,21 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     return Plan(
         model=ctx.model.id, gpu=ctx.gpu.name, gpus=req.gpus, method=method, draft=draft_id,
         num_speculative_tokens=gamma, num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=e.kv_dtype,
-        tensor_parallel_size=req.gpus, predicted=predicted, memory=memory, decision_path=steps,
-        warnings=list(ctx.warnings), alternatives=_alternatives(ctx, e),
-        vllm=VllmLaunch(version=req.vllm_version, argv=argv, speculative_config=sc),
+        tensor_parallel_size=cfg.tensor_parallel_size, predicted=predicted, memory=memory, decision_path=steps,
+        warnings=[w for w in ctx.warnings if ctx.warning_about.get(w, method) == method],  # only the pick's
+        alternatives=_alternatives(ctx, e),
+        vllm=VllmLaunch(version=req.vllm_version, argv=argv, speculative_config=sc, nodes=cfg.pipeline_parallel_size,
+                        setup=_multi_node_setup(cfg.pipeline_parallel_size)),
     )
+
+
+def _multi_node_setup(nodes: int) -> str | None:
+    """How a replica over ``nodes`` machines is started (vLLM's examples/online_serving/multi-node-serving.sh)."""
+    if nodes == 1:
+        return None
+    return (f"start a Ray cluster of {nodes} nodes first (vLLM's examples/online_serving/multi-node-serving.sh: "
+            "`multi-node-serving.sh leader --ray_cluster_size=" f"{nodes}` on the head node, `multi-node-serving.sh "
+            "worker --ray_address=HEAD_NODE_IP` on each other node), then run the launch on the head node only")
 
 
 def slug(text: str) -> str:
@@ -213,14 +236,17 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
     )
     from specops.errors import InputError
 
+    if plan.vllm.nodes > 1:
+        raise InputError(f"this plan is one replica over {plan.vllm.nodes} nodes, and `specops deploy` starts vLLM on "
+                         "one machine", f"{plan.vllm.setup} (the table output shows the launch), or use --gpus 8 or fewer")
     if name is not None and not DNS1123_LABEL.match(name):
         raise InputError(f'--name "{name}" is not a DNS-1123 label',
                          'use lowercase letters, digits and "-", starting and ending with a letter or digit (≤ 63)')
     sched = plan.num_speculative_tokens_per_batch_size
     return DeploymentSpec(
         name=name or slug(plan.model),
-        target=ModelRef(model=plan.model),
-        draft=ModelRef(model=plan.draft) if plan.draft else None,
+        target=ModelRef(model=plan.model, revision=_cached_pin(plan.model)),
+        draft=ModelRef(model=plan.draft, revision=_cached_pin(plan.draft)) if plan.draft else None,
         speculative=SpeculativeBlock(method=plan.method, num_speculative_tokens=plan.num_speculative_tokens,
                                      num_speculative_tokens_per_batch_size=sched,
                                      draft_kv_cache_dtype=(plan.vllm.speculative_config or {}).get("kv_cache_dtype"),
@@ -242,7 +268,18 @@ def _expectations(plan: Plan, cls):
         return None
     return cls(acceptance_rate=p.acceptance_rate, break_even_acceptance_rate=min(1.0, p.break_even_acceptance_rate),
                speedup=p.speedup, batch=p.effective_batch, gpu=f"{plan.gpus}x {plan.gpu}",
-               source=f"specops recommend (predicted; acceptance prior: {p.acceptance_prior_source[:160]})")
+               source=f"specops recommend (predicted; acceptance prior: {p.acceptance_prior_source})")
+
+
+def _cached_pin(model: str) -> str | None:
+    """A hub model's revision: the commit the user's Hugging Face cache holds (None: not cached, or a folder)."""
+    from pathlib import Path
+
+    from specops.engines.bugs import cached_revision
+
+    if model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists() or "/" not in model:
+        return None
+    return cached_revision(model)
 
 
 def _flag(argv: list[str], flag: str) -> str | None:

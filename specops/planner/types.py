@@ -33,6 +33,8 @@ class GPU(_Strict):
 
     name: str = Field(description="Catalog name, e.g. H100 (SXM).")
     aliases: list[str] = Field(default_factory=list, description="Other accepted spellings.")
+    smi_names: list[str] = Field(default_factory=list, description="What nvidia-smi (--query-gpu=name) or rocm-smi "
+                                 "(--showproductname, Card Series) prints for this card; accepted as given.")
     memory_gib: float = Field(gt=0, le=65536, description="On-board memory per GPU (GiB; at most 64 TiB).")
     bandwidth_gbs: float = Field(gt=0, le=1e6, description="Peak memory bandwidth (GB/s; at most 1 PB/s).")
     bf16_tflops: float = Field(gt=0, le=1e6, description="Dense BF16 tensor TFLOP/s (at most 10^6).")
@@ -315,6 +317,8 @@ class VllmLaunch(_Strict):
     version: str = Field(description="vLLM release rendered for.")
     argv: list[str] = Field(description="`vllm serve` argument list.")
     speculative_config: dict | None = Field(description="The --speculative-config JSON as a dict.")
+    nodes: int = Field(1, ge=1, description="Machines one replica spans (pipeline stages of tensor-parallel GPUs).")
+    setup: str | None = Field(None, description="What to start before argv when the replica spans several nodes.")
 
 
 class Load(_Strict):

@@ -208,7 +208,7 @@ def calibration_rows() -> list:
 # --- the calibrated distribution -------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Point:
+class ResidualPoint:
     """One residual: its source (unified), ln(published/predicted), its stratum and citation."""
 
     source: str
@@ -217,13 +217,13 @@ class Point:
     cite: str = ""
 
 
-def points_from(residuals: Iterable) -> list[Point]:
-    """:class:`Point` s from :class:`specops.planner.evidence.Residual` s."""
+def points_from(residuals: Iterable) -> list[ResidualPoint]:
+    """:class:`ResidualPoint` s from :class:`specops.planner.evidence.Residual` s."""
     out = []
     for r in residuals:
         s = stratum_of(engine=r.row.engine, method=r.row.method, kind=getattr(r, "arch", None), moe=r.moe,
                        batch=r.row.batch)
-        out.append(Point(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60]))
+        out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60]))
     return out
 
 
@@ -254,10 +254,10 @@ class Mixture:
         return sum(w * 0.5 * math.erfc((x - r) / (bandwidth * math.sqrt(2))) for r, w in zip(self.logs, self.weights, strict=True))
 
 
-class Calibration:
+class RangeCalibration:
     """Residual points and the pooled mixture of each stratum (computed once per stratum)."""
 
-    def __init__(self, points: Sequence[Point], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT):
+    def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT):
         self.points = list(points)
         self.pool, self.exponent = pool, exponent
         self._cache: dict[Stratum, Mixture] = {}
@@ -342,7 +342,7 @@ class Uncertainty(Strict):
                 f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
 
 
-def assess(speedup: float, tau: float, stratum: Stratum, calibration: Calibration, *,
+def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
            level: float = LEVEL, tau_high: float | None = None) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): the upper end of τ's own range - the
@@ -387,15 +387,15 @@ def tau_ceiling(prior, gamma: int, tau: float) -> float:
 
 
 @lru_cache(maxsize=1)
-def default_calibration() -> Calibration:
+def default_calibration() -> RangeCalibration:
     """The shipped calibration: residuals of :func:`calibration_rows`, each with its own source left out
     (kept in the planner's disk cache, keyed on every input)."""
     from specops.planner.diskcache import cached
 
-    return Calibration(cached("uncertainty-points", _default_points))
+    return RangeCalibration(cached("uncertainty-points", _default_points))
 
 
-def _default_points() -> list[Point]:
+def _default_points() -> list[ResidualPoint]:
     from specops.planner.evidence import cross_validate
 
     return points_from(cross_validate(calibration_rows(), unstated_gamma=True))

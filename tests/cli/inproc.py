@@ -98,9 +98,10 @@ def _text(stream: io.TextIOWrapper) -> str:
 # (tests/cli/test_inproc_state.py fails when specops grows module state that is in neither list).
 FRESH_STATE = {
     "specops.registry.db": {"_write_count": lambda: 0},  # the crash hook's write counter
-    "specops.cli.deploy": {"_last": lambda: {"t": 0.0, "waiting": False}},  # the progress line's throttle
+    "specops.cli.output": {"_last": lambda: {"t": 0.0, "waiting": False}},  # the progress line's throttle
 }
-CLEARED_STATE = {("specops.registry.db", "_checked_engines")}  # engines already integrity-checked
+CLEARED_STATE = {("specops.registry.db", "_checked_engines"),  # engines already integrity-checked
+                 ("specops.planner.stepcost", "_HW")}  # baseline rows' (model, GPU) looked up once
 HARMLESS_STATE = {("specops.cli.main", "_registered")}  # commands registered once; the same every time
 
 
@@ -215,8 +216,8 @@ def _typer_as_started():
 
 @contextlib.contextmanager
 def _alarm(timeout: float | None):
-    if not timeout:
-        yield
+    if not timeout or threading.current_thread() is not threading.main_thread():
+        yield  # signals reach only the main thread: a caller on another thread bounds the run itself (a join)
         return
 
     def ring(_signum, _frame):

@@ -73,7 +73,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     # performance-model.md
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100": (0, r"eagle3", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256":
-        (0, r"none γ=- KV [\s\S]*│ evidence +│ rule: best[\s\S]*no candidate has P\(gain\)", None),
+        (0, r"pick: no speculation[\s\S]*why: [\s\S]*no candidate has P\(gain\)", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
@@ -82,13 +82,17 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.7 -o json  # eagle3 γ=1":
         (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.7', None),
     # recommend.md
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --adaptive-verification -o json":
+        (0, r'"enable_adaptive_verification": true', None),
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
         (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
         (0, r'"method": "', None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
-    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
-    "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100   # unknown MoE":
+    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"eagle3"', None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256":
+        (0, r"swept over 4", None),
+    "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100 --explain   # unknown MoE":
         (0, r"moe: 3B active", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --num-speculative-tokens 7   # what-if":
         (0, r'"method":"eagle3".*"num_speculative_tokens":7', None),
@@ -115,6 +119,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "
     '--output-len 64 --vllm-version 0.32.0 -o json      # no calibration yet: "learned_from": []':
         (0, r'"learned_from": \[\]', None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256 --plot "
+    "speedup.svg": (0, r"batch 256: no speculation picked over eagle3[\s\S]*plot: speedup.svg", None),
+    "specops gate --spec chat-8b.yaml   # names every <pin> and every registration the spec lacks, in one run":
+        (1, r"placeholder[\s\S]*gate\.lineage[\s\S]*register-target[\s\S]*register-draft", None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 8 --explain":
+        (0, r"decision path:\n  - model_size", None),
+    'specops recommend --model llama-3.1-8b-instruct --gpu "NVIDIA H100 NVL" --tp 2 --sweep context=1024,8192,32768':
+        (0, r"on 2× H100-NVL: --context-len swept over 3", None),
     # tune.md
     "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
 }
@@ -131,6 +143,8 @@ ENGINE: dict[str, tuple[int, str]] = {
 
 # examples that cannot run here as written, and why (the tests that cover the same code instead)
 ELSEWHERE: dict[str, str] = {
+    "specops runbook run acceptance-collapse --deployment chat-eagle":
+        "needs a deployment named chat-eagle whose acceptance collapsed (the collapse steps: tests/drift)",
     "specops completion bash --install      # writes ~/.bash_completions/specops.sh and sources it from ~/.bashrc":
         "would change the reader's own ~/.bashrc (tests/cli/test_completion.py installs it in a scratch HOME)",
     "specops --install-completion           # typer's form: installs it for the shell you are in (detected)":

@@ -63,7 +63,11 @@ def test_gpu_and_vllm_version_come_from_env_then_config_file(cli, specops_home):
 
 
 def test_deployment_output_is_a_loadable_spec(cli, tmp_path):
-    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--output", "deployment", "--name", "chat-8b")
+    from tests.helpers.hf_cache import commit_of, hf_cache
+
+    env = hf_cache(tmp_path / "hf", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    r = cli("recommend", "--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--output", "deployment", "--name", "chat-8b",
+            env=env)  # revisions come from the user's Hugging Face cache
     assert r.returncode == 0, r.stderr
     path = tmp_path / "spec.yaml"
     path.write_text(r.stdout)
@@ -72,6 +76,7 @@ def test_deployment_output_is_a_loadable_spec(cli, tmp_path):
     spec = load_spec(path)
     assert spec.name == "chat-8b" and spec.target.model == "meta-llama/Llama-3.1-8B-Instruct"
     assert spec.draft is not None and spec.speculative.method == "eagle3"
+    assert spec.target.revision == commit_of(spec.target.model) and spec.draft.revision == commit_of(spec.draft.model)
 
 
 def test_bad_deployment_name_is_an_input_error(cli):

@@ -100,9 +100,14 @@ def test_base_and_instruct_kept_apart():
     assert cat.catalog_model("llama-2-7b-chat") is None  # not Vicuna
 
 
-def test_deployment_output_keeps_warnings_and_loads(tmp_path):
+def test_deployment_output_keeps_warnings_and_loads(tmp_path, monkeypatch):
     from specops.api.recommend import deployment_yaml
     from specops.engines.spec import load_spec
+    from tests.helpers.hf_cache import hf_cache
+
+    for k, v in hf_cache(tmp_path / "hf", "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
+                         "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B").items():
+        monkeypatch.setenv(k, v)  # pinned from the Hugging Face cache (unpinned specs do not load: tests/cli)
 
     p = plan(model="llama-3.1-8b-instruct", gpu="T4", quantization="awq")
     text = deployment_yaml(p)
@@ -156,10 +161,14 @@ def test_every_served_unmodelled_method_gets_the_same_refusal():
         assert "not modelled" in exc.value.one_line(), name
 
 
-def test_parallel_drafting_renders_p_eagle_and_survives_the_deployment_spec(tmp_path):
+def test_parallel_drafting_renders_p_eagle_and_survives_the_deployment_spec(tmp_path, monkeypatch):
     from specops.api.recommend import build_request, deployment_yaml
     from specops.engines.argv import speculative_config
     from specops.engines.spec import load_spec
+    from tests.helpers.hf_cache import hf_cache
+
+    for k, v in hf_cache(tmp_path / "hf", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B").items():
+        monkeypatch.setenv(k, v)  # pinned from the Hugging Face cache
 
     req = build_request(model="llama-3.1-8b-instruct", gpu="H100", parallel_drafting=True)
     assert req.method == "eagle3"  # P-EAGLE pins eagle3

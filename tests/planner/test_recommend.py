@@ -127,10 +127,13 @@ def test_pinned_method_and_gamma_are_evaluated_as_pinned(catalogs, priors):
     assert plan.num_speculative_tokens_per_batch_size is None  # no schedule overrides a pinned γ
 
 
-def test_pinned_method_without_a_known_draft_warns_and_uses_a_typical_one(catalogs, priors):
-    plan = run(catalogs, priors, model="llama-3.1-70b-instruct", gpu="H100", gpus=4, method="eagle3")
-    assert plan.method == "eagle3"
-    assert any("typical" in w for w in plan.warnings)
+def test_pinned_method_without_a_known_draft_is_refused_with_what_works(catalogs, priors):
+    # issue 41: a made-up `<eagle3 draft for ...>` cannot be launched; the fix names --draft and the known methods
+    with pytest.raises(InputError, match=r"no eagle3 draft is known.*--draft HUB_ID_OR_FOLDER.*--method draft_model"):
+        run(catalogs, priors, model="llama-3.1-70b-instruct", gpu="H100", gpus=4, method="eagle3")
+    plan = run(catalogs, priors, model="llama-3.1-70b-instruct", gpu="H100", gpus=4, method="eagle3",
+               draft="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B")  # the fix, followed
+    assert plan.method == "eagle3" and plan.draft == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
 
 
 def test_method_none_gives_the_baseline(catalogs, priors):

@@ -15,9 +15,9 @@ from specops.planner.catalog import generic_model
 from specops.planner.perfmodel import DraftSpec, Setup, engine_profile, evaluate, head_params, memory_estimate
 from specops.planner.uncertainty import (
     DEFAULT_MIN_P_GAIN,
-    Calibration,
     Judged,
-    Point,
+    RangeCalibration,
+    ResidualPoint,
     Stratum,
     assess,
     calibration_rows,
@@ -32,15 +32,15 @@ SERVING_HEAD = Stratum("serving", "head", "dense", "1-2")
 SERVING_LOOKUP = Stratum("serving", "lookup", "dense", "1-2")
 
 
-def _points(stratum: Stratum, logs, sources=None, prefix="s") -> list[Point]:
-    return [Point(f"{prefix}{i if sources is None else sources[i]}", x, stratum) for i, x in enumerate(logs)]
+def _points(stratum: Stratum, logs, sources=None, prefix="s") -> list[ResidualPoint]:
+    return [ResidualPoint(f"{prefix}{i if sources is None else sources[i]}", x, stratum) for i, x in enumerate(logs)]
 
 
 def test_a_stratum_with_many_sources_is_mostly_its_own_a_thin_one_mostly_its_parents():
     many = _points(SERVING_HEAD, [0.5] * 40, prefix="head")  # 40 sources, all +0.5
     one = _points(SERVING_LOOKUP, [0.5], prefix="look")       # one source, +0.5
     rest = _points(Stratum("serving", "model", "dense", "1-2"), [-0.5] * 40, prefix="model")
-    cal = Calibration(many + one + rest, pool=3)
+    cal = RangeCalibration(many + one + rest, pool=3)
     own = cal.mixture(SERVING_HEAD)
     thin = cal.mixture(SERVING_LOOKUP)
     assert sum(w for r, w in zip(own.logs, own.weights, strict=True) if r == 0.5) > 0.9
@@ -51,15 +51,15 @@ def test_a_stratum_with_many_sources_is_mostly_its_own_a_thin_one_mostly_its_par
 def test_a_source_with_many_rows_does_not_outvote_many_sources():
     big = _points(SERVING_HEAD, [1.0] * 30, sources=["big"] * 30)
     small = _points(SERVING_HEAD, [0.0] * 10, prefix="small")
-    mix = Calibration(big + small, exponent=1.0).mixture(SERVING_HEAD)
+    mix = RangeCalibration(big + small, exponent=1.0).mixture(SERVING_HEAD)
     assert mix.quantile(0.5) == 0.0  # the 30 rows of one source weigh as much as one of the ten others
 
 
 def test_the_range_is_bounded_by_tau_and_by_the_all_rejected_speedup_and_holds_the_point():
-    wild = Calibration(_points(SERVING_HEAD, [-3.0, -2.0, 2.0, 3.0] * 5))
+    wild = RangeCalibration(_points(SERVING_HEAD, [-3.0, -2.0, 2.0, 3.0] * 5))
     u = assess(1.8, 2.4, SERVING_HEAD, wild)
     assert u.speedup_high == pytest.approx(2.4) and u.speedup_low == pytest.approx(1.8 / 2.4, abs=1e-3)
-    biased = Calibration(_points(SERVING_HEAD, [0.3, 0.4, 0.5] * 5))  # every row published above its prediction
+    biased = RangeCalibration(_points(SERVING_HEAD, [0.3, 0.4, 0.5] * 5))  # every row published above its prediction
     u = assess(1.5, 3.0, SERVING_HEAD, biased)
     assert u.speedup_low == pytest.approx(1.5) and u.speedup_high > 1.5
     assert u.width == pytest.approx(u.speedup_high / 1.5, abs=1e-3)
@@ -67,7 +67,7 @@ def test_the_range_is_bounded_by_tau_and_by_the_all_rejected_speedup_and_holds_t
 
 
 def test_the_ceiling_is_the_upper_end_of_taus_own_range_where_the_acceptance_model_states_one(priors):
-    wild = Calibration(_points(SERVING_HEAD, [-3.0, -2.0, 2.0, 3.0] * 5))
+    wild = RangeCalibration(_points(SERVING_HEAD, [-3.0, -2.0, 2.0, 3.0] * 5))
     u = assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.9)
     assert u.speedup_high == pytest.approx(2.9) and u.tau == 2.4 and u.tau_high == 2.9
     assert u.speedup_low == pytest.approx(1.8 / 2.4, abs=1e-3)  # the floor stays at the predicted τ
@@ -81,17 +81,17 @@ def test_the_ceiling_is_the_upper_end_of_taus_own_range_where_the_acceptance_mod
 
 
 def test_p_gain_and_expected_speedup_follow_the_residual_distribution():
-    exact = Calibration(_points(SERVING_HEAD, [0.0] * 20))
+    exact = RangeCalibration(_points(SERVING_HEAD, [0.0] * 20))
     assert assess(1.5, 3.0, SERVING_HEAD, exact).p_gain == pytest.approx(1.0)
     assert assess(1.0, 3.0, SERVING_HEAD, exact).p_gain == pytest.approx(0.5, abs=0.01)
-    half = Calibration(_points(SERVING_HEAD, [-0.5, 0.2] * 10))  # half the rows published at e^-0.5 of the point
+    half = RangeCalibration(_points(SERVING_HEAD, [-0.5, 0.2] * 10))  # half the rows published at e^-0.5 of the point
     u = assess(1.3, 3.0, SERVING_HEAD, half)
     assert u.p_gain == pytest.approx(0.5, abs=0.02)  # 1.3·e^-0.5 = 0.79 < 1 < 1.3·e^0.2
     assert u.expected_speedup == pytest.approx(0.5 * 1.3 * (math.exp(-0.5) + math.exp(0.2)), abs=0.01)
 
 
 def test_pick_falls_through_a_refused_candidate_to_the_next_not_to_none():
-    cal = Calibration(_points(SERVING_HEAD, [-1.0, 0.3] * 10, prefix="h") + _points(SERVING_LOOKUP, [0.0] * 40, prefix="l"),
+    cal = RangeCalibration(_points(SERVING_HEAD, [-1.0, 0.3] * 10, prefix="h") + _points(SERVING_LOOKUP, [0.0] * 40, prefix="l"),
                       pool=1)
     risky = Judged("eagle3", 2.0, assess(2.0, 3.0, SERVING_HEAD, cal))
     safe = Judged("ngram", 1.4, assess(1.4, 1.6, SERVING_LOOKUP, cal))
@@ -191,10 +191,10 @@ def test_recommend_falls_through_a_refused_method_to_the_next_and_names_both():
     """A calibration (synthetic: every trained-head row published at e^-1 or e^+0.3 of its prediction, every
     lookup and draft-model row exact) under which EAGLE-3's chance of a gain is below the bar: the plan is the
     next method that clears it, and the path names the rule, the refused candidate and its numbers."""
-    pts = [Point(f"h{i}", -1.0 if i % 2 else 0.3, Stratum("serving", "head", "dense", "1-2")) for i in range(40)]
-    pts += [Point(f"l{i}", 0.0, Stratum("serving", fam, "dense", "1-2")) for i in range(40) for fam in ("lookup", "model")]
+    pts = [ResidualPoint(f"h{i}", -1.0 if i % 2 else 0.3, Stratum("serving", "head", "dense", "1-2")) for i in range(40)]
+    pts += [ResidualPoint(f"l{i}", 0.0, Stratum("serving", fam, "dense", "1-2")) for i in range(40) for fam in ("lookup", "model")]
     plan = recommend(RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB"),
-                     residuals=Calibration(pts, pool=1))
+                     residuals=RangeCalibration(pts, pool=1))
     step = plan.decision_path[-1]
     assert plan.method in ("ngram", "draft_model", "suffix") and plan.predicted.p_gain >= DEFAULT_MIN_P_GAIN
     assert "over the best by point, eagle3" in step.outcome and "does not qualify: P(gain) 0." in step.outcome
