@@ -70,7 +70,8 @@ def test_hybrid_mtp_needs_prefix_caching_off_with_the_architecture_read_from_the
     assert r.fix.startswith("add --no-enable-prefix-caching: relaunch the engine")
     registry.upsert_deployment("hy", platform="external", status="adopted",
                                argv_redacted=[*argv, "--no-enable-prefix-caching"])
-    assert _check(registry, "hy").status == "pass"
+    r = _check(registry, "hy")  # mitigated; 0.33's warn-only MTP rows (vllm#40756) may still be named
+    assert r.status in ("pass", "warn") and "vllm#43559" not in r.message, r.message
 
 
 def test_unknown_facts_are_could_not_evaluate_naming_what_to_supply(registry):

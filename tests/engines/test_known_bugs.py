@@ -156,7 +156,7 @@ def test_an_mtp_spec_of_unknown_architecture_cannot_be_judged_until_the_fixes_ar
     fixes = []
     for _ in range(3):
         check = _results(cli("gate", "--spec", str(spec), "-o", "json").stdout)["gate.known-bugs"]
-        if check["status"] == "pass":
+        if check["status"] in ("pass", "warn"):  # warn: 0.33's warn-only MTP rows (vllm#40756) are named
             break
         fixes.append(check["fix"])
         if "target.architecture" in check["fix"]:
@@ -166,7 +166,7 @@ def test_an_mtp_spec_of_unknown_architecture_cannot_be_judged_until_the_fixes_ar
             assert check["status"] == "fail" and "vllm#43559" in check["message"]
             doc.setdefault("engine", {})["extra_args"] = ["--no-enable-prefix-caching"]
         spec.write_text(yaml.safe_dump(doc))
-    assert check["status"] == "pass", (fixes, check)
+    assert check["status"] in ("pass", "warn") and "vllm#43559" not in check["message"], (fixes, check)
     assert fixes == ["set target.architecture: dense|moe|hybrid|sliding_window in the spec",
                      "add --no-enable-prefix-caching to engine.extra_args"]
 
