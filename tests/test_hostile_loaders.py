@@ -198,21 +198,9 @@ def test_a_registry_from_a_newer_schema_is_refused_with_both_versions(specops_ho
 
 
 def test_a_write_to_a_registry_with_corrupt_inner_pages_is_refused_and_names_the_fix(specops_home):
-    from specops.registry import open_registry
+    from tests.helpers.registry_damage import corrupt_inner_pages
 
-    reg = open_registry()
-    for _ in range(400):
-        reg.record_event("note", "web", "x" * 500, actor="test")
-    db = specops_home / "specops.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name='event'").fetchone()[0]
-    reg.engine.dispose()
-    raw = bytearray(db.read_bytes())
-    at = (root - 1) * page  # the event table's root page: its cells now point nowhere sensible
-    raw[at + 8: at + page] = b"\xff" * (page - 8)
-    db.write_bytes(bytes(raw))
+    corrupt_inner_pages(specops_home)
     code, _, err = run_main("deployment", "register", "web", "--endpoint", "http://127.0.0.1:9", "--no-check")
     assert code == 2, err
     assert "corrupt" in err and "To fix:" in err and "Traceback" not in err

@@ -112,14 +112,9 @@ def test_validate_passes_a_matched_pair_and_reports_it(tiny_models, engine_pool,
         html = tmp_path / "report.html"
         r = _cli("report", "--deployment", "tiny-matched", "--out", str(html))
         assert r.returncode == 0, r.stderr
-        from tests.checks.test_outputs import _png_pixels
+        from tests.helpers.browser import png_pixels, screenshot
 
-        png = tmp_path / "shot.png"
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run",
-                        f"--user-data-dir={tmp_path / 'chromium'}", f"--screenshot={png}", "--window-size=1200,1600",
-                        f"file://{html}"], check=True, capture_output=True, timeout=120)
-        assert len(_png_pixels(png)[2]) > 20
+        assert len(png_pixels(screenshot(html, tmp_path, 1200, 1600))[2]) > 20
     finally:
         stop_prom()
 

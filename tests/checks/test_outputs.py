@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import struct
-import subprocess
 import xml.etree.ElementTree as ET
-import zlib
 
 import pytest
 
@@ -17,6 +13,7 @@ from specops.checks.report import render_html, report_from_registry
 from specops.checks.run import floors, record_run
 from specops.checks.sources import Sources, deployment_facts
 from tests.checks.helpers import matched_windows, stale_windows
+from tests.helpers.browser import png_pixels, screenshot
 
 BENCH = {"workload": "code", "crosscheck_ok": True,
          "comparisons": [{"concurrency": c, "tpot_speedup": b / s, "spec_tpot_p50_s": s, "baseline_tpot_p50_s": b}
@@ -71,57 +68,14 @@ def test_html_report_is_self_contained_with_three_plots_and_the_results(registry
     assert "deploy.acceptance-p50" in html and "polyline" in html and html.count("<rect") > 10
 
 
-def _png_pixels(path) -> tuple[int, int, set]:
-    """Decode an 8-bit RGB/RGBA PNG (no PIL): width, height and the distinct pixel values of a sample."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, ctype = struct.unpack(">IIBB", chunk[:10])
-            bpp = {2: 3, 6: 4}[ctype]
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = w * bpp
-    prev = bytearray(stride)
-    seen, i = set(), 0
-    for _row in range(h):
-        ftype, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
-        i += 1 + stride
-        for x in range(stride):
-            a = line[x - bpp] if x >= bpp else 0
-            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
-            if ftype == 1:
-                line[x] = (line[x] + a) & 255
-            elif ftype == 2:
-                line[x] = (line[x] + b) & 255
-            elif ftype == 3:
-                line[x] = (line[x] + (a + b) // 2) & 255
-            elif ftype == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        prev = line
-        seen.update(bytes(line[x:x + 3]) for x in range(0, stride, bpp * 7))
-    return w, h, seen
 
 
 @pytest.mark.slow
 def test_html_report_renders_its_plots_in_headless_chromium(registry, tmp_path):
-    browser = shutil.which("chromium")
-    assert browser, "install Debian's chromium: apt-get install -y --no-install-recommends chromium"
     page = tmp_path / "report.html"
     page.write_text(_report_html(registry))
-    png = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1200,1600",
-                    f"file://{page}"], check=True, capture_output=True, timeout=120)
-    w, h, colors = _png_pixels(png)
+    png = screenshot(page, tmp_path, 1200, 1600)
+    w, h, colors = png_pixels(png)
     assert (w, h) == (1200, 1600)
     # the plots' blue/orange/green series and red floor lines, not a blank page
     assert len(colors) > 20

@@ -43,20 +43,9 @@ def test_a_registry_from_a_newer_schema_is_a_problem_not_ok(specops_home):
 
 
 def test_a_registry_with_corrupt_inner_pages_is_a_problem_not_ok(specops_home):
-    from specops.registry import open_registry
+    from tests.helpers.registry_damage import corrupt_inner_pages
 
-    reg = open_registry()
-    for _ in range(400):
-        reg.record_event("note", "web", "x" * 500, actor="test")
-    db = specops_home / "specops.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name='event'").fetchone()[0]
-    reg.engine.dispose()
-    raw = bytearray(db.read_bytes())
-    raw[(root - 1) * page + 8: root * page] = b"\xff" * (page - 8)
-    db.write_bytes(bytes(raw))
+    corrupt_inner_pages(specops_home)
     code, checks, _ = _doctor()
     assert code == 1 and checks["registry"]["status"] == "problem", checks["registry"]
     assert "corrupt" in checks["registry"]["detail"]

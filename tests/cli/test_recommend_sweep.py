@@ -2,10 +2,8 @@
 one table, `points` in JSON, and a plot checked in a real headless browser."""
 
 import json
-import shutil
-import subprocess
 
-from tests.checks.test_outputs import _png_pixels
+from tests.helpers.browser import png_pixels, screenshot
 
 LLAMA = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB")
 
@@ -84,14 +82,8 @@ def test_the_plot_draws_the_band_and_break_even_and_renders_in_chromium(cli, tmp
     assert doc.pop("schema_version") == 1  # the envelope every -o json document carries (docs/schemas)
     html = sweep_html(Sweep.model_validate(doc))  # what --plot FILE.html writes
     assert "<svg" in html and "<table>" in html and f"{at8['speedup']:.2f}x" in html
-    browser = shutil.which("chromium")
-    assert browser, "install Debian's chromium: apt-get install -y --no-install-recommends chromium"
-    png = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=700,400",
-                    f"file://{svg}"], check=True, capture_output=True, timeout=120)
-    w, h, colors = _png_pixels(png)
+    png = screenshot(svg, tmp_path, 700, 400)
+    w, h, colors = png_pixels(png)
     assert (w, h) == (700, 400)
     assert any(r < 80 and g < 120 and b > 200 for r, g, b in colors)  # the pick's blue dots (#2563eb)
     assert any(r > 220 and 90 < g < 140 and b < 60 for r, g, b in colors)  # the vetoed alternative (#f97316)
