@@ -130,14 +130,10 @@ class RegistrySteps(CollapseSteps):
                                    f"--record-baseline -d {deployment}`")
         if basis == "drafted_token":
             return self._per_drafted_token(deployment, w, b, ev, versus)
-        sigmas = (b.mean - w.alpha) / max(b.std, 0.01)
-        ev.update(baseline=_r(b.mean), baseline_std=_r(b.std), sigmas=_r(sigmas, 2))
-        if sigmas >= DROP_SIGMAS:
-            return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: per-token α {w.alpha:.3f} is {sigmas:.1f}σ below "
-                       f"its baseline {b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f}{versus})",
-                       "find the cause with the next steps", **ev)]
-        return [_f("QUERY_OK", "info", f"{deployment}: α {w.alpha:.3f} is within {DROP_SIGMAS:g}σ of its baseline "
-                   f"{b.mean:.3f} (acceptance rate {w.acceptance_rate:.3f}{versus})", **ev)]
+        ev.update(baseline=_r(b.mean), baseline_std=_r(b.std))
+        return _against_baseline(deployment, w.alpha, b.mean, b.std, ev, drop_what="per-token α", ok_what="α",
+                                 detail=f"acceptance rate {w.acceptance_rate:.3f}{versus}",
+                                 ok_detail=f"acceptance rate {w.acceptance_rate:.3f}{versus}")
 
     def _per_drafted_token(self, deployment: str, w, b, ev: dict, versus: str) -> list[Finding]:
         """The drafted length varies: first-token acceptance against the baseline's, never τ."""
@@ -147,15 +143,11 @@ class RegistrySteps(CollapseSteps):
                                    f"{'baseline' if b.first_mean is None else 'window'} has no first-token "
                                    "acceptance to compare per drafted token", "record the baseline again (`specops "
                                    f"monitor --once --record-baseline -d {deployment}`) while it is healthy")
-        sigmas = (b.first_mean - w.first_rate) / max(b.first_std or 0.0, 0.01)
-        ev.update(baseline_first_token_rate=_r(b.first_mean), baseline_std=_r(b.first_std), sigmas=_r(sigmas, 2))
-        if sigmas >= DROP_SIGMAS:
-            return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: first-token acceptance {w.first_rate:.3f} is "
-                       f"{sigmas:.1f}σ below its baseline {b.first_mean:.3f} (per drafted token; {budget}{versus})",
-                       "find the cause with the next steps", **ev)]
-        return [_f("QUERY_OK", "info", f"{deployment}: first-token acceptance {w.first_rate:.3f} is within "
-                   f"{DROP_SIGMAS:g}σ of its baseline {b.first_mean:.3f} (per drafted token; {budget}: a budget change "
-                   f"is not a drop{versus})", **ev)]
+        ev.update(baseline_first_token_rate=_r(b.first_mean), baseline_std=_r(b.first_std))
+        return _against_baseline(deployment, w.first_rate, b.first_mean, b.first_std or 0.0, ev,
+                                 drop_what="first-token acceptance", ok_what="first-token acceptance",
+                                 detail=f"per drafted token; {budget}{versus}",
+                                 ok_detail=f"per drafted token; {budget}: a budget change is not a drop{versus}")
 
     def _realized_gain(self, deployment: str, obs: Observation, ev: dict) -> list[Finding]:
         """Adaptive verification: accepted tokens/s and TPOT against the no-speculation baseline."""
@@ -354,3 +346,16 @@ class RegistrySteps(CollapseSteps):
                        f"(baseline {b:.3f}): engine-state decay", "schedule restarts; do not retrain", **ev)]
         return [_f("RESTART_NO_CHANGE", "info", f"{deployment}: a restart did not bring acceptance back "
                    f"(α {a0 if a0 is None else round(a0, 3)} -> {a1:.3f})", **ev)]
+
+
+def _against_baseline(deployment: str, observed: float, mean: float, std: float, ev: dict, *, drop_what: str,
+                      ok_what: str, detail: str, ok_detail: str) -> list[Finding]:
+    """ACCEPTANCE_DROP when ``observed`` is DROP_SIGMAS or more below its baseline ``mean`` (std floored at
+    0.01), else QUERY_OK: the one judgement both acceptance bases (per step, per drafted token) make."""
+    sigmas = (mean - observed) / max(std, 0.01)
+    ev.update(sigmas=_r(sigmas, 2))
+    if sigmas >= DROP_SIGMAS:
+        return [_f("ACCEPTANCE_DROP", "warning", f"{deployment}: {drop_what} {observed:.3f} is {sigmas:.1f}σ below "
+                   f"its baseline {mean:.3f} ({detail})", "find the cause with the next steps", **ev)]
+    return [_f("QUERY_OK", "info", f"{deployment}: {ok_what} {observed:.3f} is within {DROP_SIGMAS:g}σ of its "
+               f"baseline {mean:.3f} ({ok_detail})", **ev)]
