@@ -242,8 +242,13 @@ def kv_replication(model: ModelSpec, tp: int) -> float:
     return max(1.0, tp / model.kv_heads)
 
 
+W4A16_BITS = 7.0
+"""Weights stored in fewer bits than this (AWQ, GPTQ, MXFP4 on GPUs without FP4 tensor cores) are dequantised to
+BF16 inside the GEMM: the multiply runs at the BF16 peak, not the FP8 one (w4a16 kernels: Marlin, AWQ)."""
+
+
 def _peak_flops(gpu: GPU, model: ModelSpec) -> float:
-    if model.weight_bits <= 8.5 and gpu.fp8_tflops:
+    if W4A16_BITS <= model.weight_bits <= 8.5 and gpu.fp8_tflops:
         return gpu.fp8_tflops * 1e12
     return gpu.bf16_tflops * 1e12
 
@@ -290,10 +295,23 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
                                   scored=scored)
     t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
-    comm = p.allreduce_ms_per_layer.get(gpu.interconnect, 0.05) * 2 * m.layers if setup.tp > 1 else 0.0
+    comm = allreduce_ms(setup, n)
     sampler = scored * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
     return t + fixed + p.layer_overhead_ms * m.layers + comm + sampler * 1000 + p.token_overhead_ms * scored + \
         moe_ms(setup, n)
+
+
+def allreduce_ms(setup: Setup, n_tokens: int) -> float:
+    """Tensor-parallel all-reduces of one forward: two per layer (after attention and after the MLP), each a fixed
+    latency plus a ring all-reduce of the n tokens' 16-bit hidden states, of which each GPU sends and receives
+    2·(tp−1)/tp over its link (moe_link_gbs): negligible for a decode step, tens of ms for a TP prefill of thousands
+    of tokens."""
+    if setup.tp <= 1:
+        return 0.0
+    m, p, link = setup.model, setup.profile, setup.profile.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
+    latency = p.allreduce_ms_per_layer.get(setup.gpu.interconnect, 0.05)
+    volume = n_tokens * m.hidden * 2 * 2 * (setup.tp - 1) / setup.tp
+    return 2 * m.layers * (latency + (volume / (link * 1e9) * 1000 if link else 0.0))
 
 
 def moe_ms(setup: Setup, n_tokens: int) -> float:
