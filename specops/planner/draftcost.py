@@ -98,3 +98,52 @@ def fit_draft_layer_overhead(rows: list[DraftSizeSweepRow], profile: EngineProfi
         if best is None or med < best[1] - 1e-9:
             best = (v, med)
     return best
+
+
+def source_errors(profile: EngineProfile, priors=None) -> dict[str, list[float]]:
+    """|ln error| per draft-cost source at this profile's ``draft_layer_overhead_ms``: each draft-size sweep's
+    ratios (:func:`sweep_ratio_errors`) and Liu et al.'s direct c = draft forward / target forward values
+    (playbooks/data/draft_costs_2026-12.csv, evidence.predict_draft_cost), every source on the engine it ran on."""
+    from specops.planner.evidence import load_draft_costs, predict_draft_cost
+
+    out: dict[str, list[float]] = {}
+    for r, pub, pred in sweep_ratio_errors(load_sweeps(), profile, priors):
+        out.setdefault(r.source, []).append(abs(math.log(pub / pred)))
+    for c in load_draft_costs():
+        out.setdefault(c.source, []).append(abs(math.log(predict_draft_cost(c, profile=profile) / c.cost_ratio)))
+    return out
+
+
+FIXED_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+"""Values of ``draft_lm_overhead_ms`` (a fixed cost per draft-LM forward) tried with GRID's per-layer values."""
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def draft_cost_grid(profile: EngineProfile, priors=None) -> dict[tuple[float, float], dict[str, list[float]]]:
+    """:func:`source_errors` at every (draft_layer_overhead_ms, draft_lm_overhead_ms) of GRID × FIXED_GRID."""
+    return {(lay, fix): source_errors(profile.model_copy(update={"draft_layer_overhead_ms": lay,
+                                                                 "draft_lm_overhead_ms": fix}), priors)
+            for lay in GRID for fix in FIXED_GRID}
+
+
+def best_draft_cost(grid: dict[tuple[float, float], dict[str, list[float]]], sources) -> tuple[float, float]:
+    """The (per-layer, fixed) pair with the lowest sum of the sources' median errors (each source weighs one)."""
+    return min(grid, key=lambda k: (sum(_median(grid[k][s]) for s in sources), k))
+
+
+def loso_draft_cost(profile: EngineProfile, priors=None) -> dict[str, tuple[tuple[float, float], float, float]]:
+    """For every draft-cost source: (the (per-layer, fixed) pair the *other* sources pick, the held-out source's
+    median error at that pair, its error at ``profile``'s own pair). The graph-captured engines' sweeps (vLLM on
+    MI300X, TensorRT-LLM on H200) and Liu et al.'s vLLM c values are pooled: the size-dependence of the sweeps
+    pins the per-layer part, the c values the level."""
+    grid = draft_cost_grid(profile, priors)
+    sources = list(grid[(GRID[0], FIXED_GRID[0])])
+    own = source_errors(profile, priors)
+    out = {}
+    for held in sources:
+        pair = best_draft_cost(grid, [s for s in sources if s != held])
+        out[held] = (pair, _median(grid[pair][held]), _median(own[held]))
+    return out

@@ -64,10 +64,14 @@ class EngineProfile(Strict):
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
     draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
     draft_layer_overhead_ms: float = Field(
-        0.08, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
+        0.02, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
         "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
         "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
         "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
+    draft_lm_overhead_ms: float = Field(
+        1.0, ge=0, description="Fixed cost of one forward of a separate draft LM (draft_model, dflash) beyond "
+        "draft_step_overhead_ms, whatever its depth: the proposer's own scheduling and input preparation around a "
+        "second model (planner/draftcost.py fits it with draft_layer_overhead_ms, each draft-cost source held out).")
     ngram_step_ms: float = Field(0.05, ge=0, description="Prompt-lookup / suffix-tree proposal per step (fixed part).")
     ngram_lookup_ns_per_token: float = Field(
         2.0, ge=0, description="CPU time of the n-gram lookup per token of each request's history per step: vLLM's "
@@ -113,7 +117,7 @@ VLLM_PROFILE = EngineProfile()
 # token_overhead_ms 0: the per-token term was fitted on serving engines only; papers' harnesses run batch 1.
 EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead_ms=0.25,
                               draft_step_overhead_ms=1.0, ngram_step_ms=0.5, token_overhead_ms=0.0,
-                              draft_layer_overhead_ms=0.0,  # layer_overhead_ms already charges every layer
+                              draft_layer_overhead_ms=0.0, draft_lm_overhead_ms=0.0,  # layer_overhead_ms charges every layer
                               moe_layer_overhead_ms=0.0)  # its per-layer launch cost already covers it
 
 
@@ -131,7 +135,8 @@ ENGINE_PROFILES = {
     "vllm": VLLM_PROFILE,
     "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32,
                                               "moe_layer_overhead_ms": 0.0}),
-    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm", "draft_layer_overhead_ms": 0.0}),
+    "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm", "draft_layer_overhead_ms": 0.0,
+                                                    "draft_lm_overhead_ms": 0.0}),
     "hf": EAGER_PROFILE,
 }
 PROFILE_SOURCES = {
@@ -156,6 +161,7 @@ def eager_profile(profile: EngineProfile) -> EngineProfile:
         "layer_overhead_ms": EAGER_PROFILE.layer_overhead_ms,
         "draft_step_overhead_ms": max(profile.draft_step_overhead_ms, EAGER_PROFILE.draft_step_overhead_ms),
         "draft_layer_overhead_ms": 0.0,  # the per-layer launch cost already charges every draft layer
+        "draft_lm_overhead_ms": 0.0,
         "moe_layer_overhead_ms": 0.0})
 
 
@@ -396,7 +402,7 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     if model is None:
         raise ValueError(f"draft {draft.id} has no architecture")
     dsetup = Setup(model, setup.gpu, setup.tp, p)
-    fixed = p.draft_step_overhead_ms + p.draft_layer_overhead_ms * model.layers  # a deeper draft costs more
+    fixed = p.draft_step_overhead_ms + p.draft_lm_overhead_ms + p.draft_layer_overhead_ms * model.layers
     if draft.method == "dflash":  # one parallel block pass over γ positions
         return forward_ms(dsetup, batch=batch, tokens_per_seq=gamma, kv_len=kv_len, kv_dtype=kv_dtype,
                           overhead_ms=fixed)

@@ -275,7 +275,8 @@ def step_loso(rows: Sequence[StepRow]) -> list[Scored[StepRow]]:
 
 
 IDEAL = EngineProfile(name="roofline-floor", bandwidth_efficiency=1.0, compute_efficiency=1.0, overlap_penalty=0.0,
-                      step_overhead_ms=0.0, draft_step_overhead_ms=0.0, draft_layer_overhead_ms=0.0, token_overhead_ms=0.0,
+                      step_overhead_ms=0.0, draft_step_overhead_ms=0.0, draft_layer_overhead_ms=0.0, draft_lm_overhead_ms=0.0,
+                      token_overhead_ms=0.0,
                       allreduce_ms_per_layer={"nvlink": 0.0, "xgmi": 0.0, "pcie": 0.0, "none": 0.0}, sampler_bytes=0.0,
                       expert_half_mb=1e-6, moe_layer_overhead_ms=0.0, moe_link_gbs={}, prefill_overhead_ms=0.0)
 """Peak bandwidth and FLOP/s, no overheads: what no run of the stated setup can beat."""
