@@ -79,6 +79,46 @@ def main() -> None:
                   f"{s.predicted:.0f} (source held out)")
 
 
+SHIPPED_BEFORE = {"draft_layer_overhead_ms": 0.08, "draft_lm_overhead_ms": 0.0}
+"""The vLLM profile's draft-LM constants before issue 37's second round (main of 2026-12-01)."""
+
+
+def draft_model_stratum() -> None:
+    """The draft-model rows of heldout_2026-12.csv (70B/405B targets, 1B/3B/8B drafts), each predicted with the
+    acceptance model fitted without its source and the draft-cost pair the *other* draft-cost sources pick."""
+    import statistics
+
+    from specops.planner.draftcost import loso_draft_cost
+    from specops.planner.evidence import cross_validate
+    from specops.planner.perfmodel import EAGER_PROFILE, ENGINE_PROFILES
+    from specops.planner.uncertainty import load_heldout_2026_12
+
+    vllm = ENGINE_PROFILES["vllm"]
+    print("\n== draft LM cost: (per-layer, fixed per forward) ms, pooled over the draft-cost sources, each held out ==")
+    folds = loso_draft_cost(vllm)
+    for src, (pair, err, own) in folds.items():
+        print(f"   without {src[:58]:<58} -> {pair}: its median |ln| {err:.3f} (at the shipped "
+              f"({vllm.draft_layer_overhead_ms}, {vllm.draft_lm_overhead_ms}): {own:.3f})")
+    rows = [r for r in load_heldout_2026_12() if r.method == "draft_model"]
+    before, after = [], []
+    for src in dict.fromkeys(r.source for r in rows):
+        own = [r for r in rows if r.source == src]
+        shipped = ENGINE_PROFILES.get(own[0].engine, vllm)
+        pair = folds[src][0] if src in folds and own[0].engine == "vllm" else None  # TensorRT-LLM keeps its own 0/0
+        old = shipped.model_copy(update=SHIPPED_BEFORE) if own[0].engine == "vllm" else shipped
+        new = shipped if pair is None else shipped.model_copy(update={"draft_layer_overhead_ms": pair[0],
+                                                                      "draft_lm_overhead_ms": pair[1]})
+        before += cross_validate(rows=own, profiles=(old, EAGER_PROFILE), unstated_gamma=True)
+        after += cross_validate(rows=own, profiles=(new, EAGER_PROFILE), unstated_gamma=True)
+    print(f"   draft_model rows of heldout_2026-12 (own source held out): median |ln| "
+          f"{statistics.median(r.error for r in before):.3f} -> {statistics.median(r.error for r in after):.3f} "
+          f"over {len(after)} rows (vLLM before: 0.08 ms/layer, no fixed term; TensorRT-LLM 0/0 both; "
+          f"γ the model's best where the source does not state it)")
+    for a, b in zip(before, after, strict=True):
+        print(f"   {a.row.location.split('[')[-1][:-1]:<18} {a.row.hardware:<10} published {a.row.speedup:.2f} predicted "
+              f"{a.predicted:.2f} -> {b.predicted:.2f}")
+
+
 def draft_cost_section() -> None:
     """A draft LM's per-layer overhead per engine class, on the cost side of published draft-size sweeps."""
     from specops.planner.draftcost import fit_draft_layer_overhead, load_sweeps, sweep_ratio_errors
@@ -133,4 +173,5 @@ def cases() -> None:
 if __name__ == "__main__":
     main()
     draft_cost_section()
+    draft_model_stratum()
     cases()
