@@ -66,8 +66,9 @@ class EngineProfile(Strict):
     draft_layer_overhead_ms: float = Field(
         0.02, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
         "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
-        "fitted on the draft/target forward-time ratios Liu et al. 2026 publish for vLLM "
-        "(playbooks/data/draft_costs_2026-12.csv; bench/planner_bench.py prints the fit).")
+        "fitted with draft_lm_overhead_ms on the pooled draft-cost sources - Liu et al. 2026's vLLM draft/target "
+        "forward-time ratios (playbooks/data/draft_costs_2026-12.csv) and the AMD (vLLM) and NVIDIA (TensorRT-LLM) "
+        "draft-size sweeps - each held out in turn (planner/draftcost.loso_draft_cost; bench/stepcost_bench.py).")
     draft_lm_overhead_ms: float = Field(
         1.0, ge=0, description="Fixed cost of one forward of a separate draft LM (draft_model, dflash) beyond "
         "draft_step_overhead_ms, whatever its depth: the proposer's own scheduling and input preparation around a "
@@ -140,7 +141,8 @@ ENGINE_PROFILES = {
     "hf": EAGER_PROFILE,
 }
 PROFILE_SOURCES = {
-    "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps)",
+    "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps; "
+            "a draft LM's 1.0 ms per forward + 0.02 ms per layer fitted on the draft-cost sources, each held out)",
     "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows)",
     "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit the step, vLLM's constants; draft LM per-layer "
                     "overhead 0 (fitted on NVIDIA's 405B draft-size sweep)",
