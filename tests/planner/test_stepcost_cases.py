@@ -121,3 +121,17 @@ def test_the_draft_lm_cost_pair_that_other_sources_pick_fits_amds_sweep_better_t
     assert _median(grid[pair][amd]) < _median(old[amd]) - 0.05
     assert (VLLM_PROFILE.draft_layer_overhead_ms, VLLM_PROFILE.draft_lm_overhead_ms) == \
         best_draft_cost(grid, list(grid[(0.0, 0.0)]))
+
+
+def test_ngram_verification_is_priced_by_gamma_at_every_context():
+    """Issue 37: n-gram speedups sat at ~99% of τ whatever γ and context. At batch 64 on one H100 the share of τ
+    a step keeps falls with every extra verified token, by an amount that depends on the context (the KV reads
+    a long prompt adds to every step dilute the verification's extra tokens)."""
+    def share(ctx, gamma):
+        p = recommend(RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=ctx, batch_size=64,
+                                       method="ngram", num_speculative_tokens=gamma, allow_uncertain=True)).predicted
+        return p.speedup / p.mean_acceptance_length
+
+    short, long_ = [share(1024, g) for g in (1, 3, 5)], [share(32768, g) for g in (1, 3, 5)]
+    assert short[0] > short[1] > short[2] and long_[0] > long_[1] > long_[2] and max(short + long_) < 0.95
+    assert short[0] - short[2] > long_[0] - long_[2]
