@@ -85,8 +85,12 @@ class EngineProfile(Strict):
         "preparation, sampling, rejection sampling, output processing): 15 µs, fitted on the serving engines' "
         "published batch sweeps (bench/planner_bench.py prints the fit and its leave-one-source-out error).")
     allreduce_ms_per_layer: dict[str, float] = Field(
-        default_factory=lambda: {"nvlink": 0.012, "xgmi": 0.015, "pcie": 0.05, "none": 0.0},
-        description="Tensor-parallel all-reduce cost per layer (two per layer) by interconnect.")
+        default_factory=lambda: {"nvlink": 0.018, "xgmi": 0.0225, "pcie": 0.075, "none": 0.0},
+        description="Fixed latency of one tensor-parallel all-reduce (two per layer) by interconnect; the hidden "
+        "states it carries are priced on top (allreduce_ms). The former 0.012 / 0.015 / 0.05 ms x 1.5: the shared "
+        "fit on the published baselines picks x2 with every source held out (TP decode rows - NVIDIA NIM 70B TP2, "
+        "vLLM CI 70B TP4 - ask for more), but at x2 SGLang's TP2 Qwen3-30B-A3B baseline leaves its e^0.25 band "
+        "(bench/stepcost_bench.py; docs/performance-model.md).")
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
     expert_half_mb: float = Field(

@@ -168,6 +168,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "prefill_compute_efficiency": (0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95),
     "prefill_overhead_ms": (0.0, 2.0, 5.0, 10.0, 20.0, 40.0),
     "moe_layer_overhead_ms": (0.0, 0.02, 0.04, 0.06, 0.08, 0.12, 0.16),
+    # the TP all-reduce latency per interconnect, scaled together (x 1/4 ... 2 of the shipped values)
+    "allreduce_ms_per_layer": tuple({k: v * f for k, v in ENGINE_PROFILES["vllm"].allreduce_ms_per_layer.items()}
+                                    for f in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)),
 }
 MIN_CLASS_SOURCES = 3
 """An engine class is fitted on its own rows only when they come from at least this many sources;
@@ -214,6 +217,8 @@ def _fit_one(rows: Sequence[StepRow], start: EngineProfile, keys: Sequence[str])
             v, v0 = getattr(prof, k), getattr(start, k) if getattr(start, k) is not None else getattr(prior, k)
             if v0 is None:
                 v0 = prof.compute_efficiency
+            if isinstance(v, dict):  # the all-reduce latencies scale together: compare the NVLink one
+                v, v0 = v.get("nvlink"), v0.get("nvlink")
             if v and v0:
                 tot += abs(math.log(v / v0))
         return PRIOR_WEIGHT * tot
@@ -240,7 +245,7 @@ class StepFit:
 CLASS_KEYS = ("step_overhead_ms", "prefill_overhead_ms")
 """Fitted per engine class: the fixed cost of one forward (scheduler, launch, sampler) - what differs between
 engines. The efficiencies are physics of the GPU and kernels, fitted once over every class's rows."""
-SHARED_KEYS = ("prefill_compute_efficiency",)
+SHARED_KEYS = ("prefill_compute_efficiency", "allreduce_ms_per_layer")
 
 
 def fit_engine_profiles(rows: Sequence[StepRow]) -> StepFit:
