@@ -44,6 +44,7 @@ from specops.planner.acceptance_data import (  # noqa: F401 - the table's names,
     AcceptanceRow,
     family_of,
     load_rows,
+    params_of,
     parse,
 )
 from specops.planner.priors import DECAY
@@ -53,6 +54,7 @@ from specops.speculation import alpha_from_tau as _alpha_from_tau
 MAX_ALPHA = 0.97
 MIN_ALPHA = 0.02
 DRAFT_REF_RATIO = 1 / 16
+TARGET_REF_B = 8.0
 Z80 = 1.2816  # two-sided 80%: the spread's stated level
 DEFAULT_CHAIN_GAMMA = 3  # a chain row that states no γ is solved at 3 (vLLM's common K); never scored
 DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE-2/3 papers' depths; Medusa 4 heads
@@ -62,6 +64,19 @@ DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE
 TASK_OF_REQUEST = {"code": "code", "math": "math", "chat": "chat", "creative": "chat", "translation": "translation",
                    "summarization": "summarization", "rag": "rag", "agentic": "code-edit"}
 UNTASKED = ("mixed",)  # averages over many tasks: they inform the method, not any task
+LOOKUP = ("ngram", "suffix")
+
+
+def task_key(method: str, task_class: str | None) -> tuple[str, str] | None:
+    """The shared task effect's key: the task class within the method's kind of draft (model or lookup)."""
+    return ("lookup" if method in LOOKUP else "model", task_class) if task_class else None
+
+
+REFERENCE_TASK = "chat"
+"""The task every other task's effect is measured from (and shrunk toward): --task chat, the default. With the
+average over tasks as the reference instead, a task with one or two rows of a method sits near that average,
+above chat (code and math rows are many and high), so --task qa/summarization/translation read as *raising* a
+model draft's acceptance wherever their own rows were few, against every source that publishes the contrast."""
 
 PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
            "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5}
@@ -70,7 +85,7 @@ trainer) are shrunk hard: with few sources each, a light penalty lets them soak 
 code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
 that instead. Chosen among five settings by this file's own leave-one-source-out error (bench/acceptance_bench.py):
 0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here."""
-SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0}
+SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0, "target_size": 1.0}
 SPEEDUP_ROW_WEIGHT = 0.5
 SWEEPS = 60
 
@@ -221,10 +236,10 @@ def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEst
 # --- the model ------------------------------------------------------------------------------------
 
 def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
-    task = None if o.task_class in UNTASKED else o.task_class
+    task = None if o.task_class in UNTASKED or o.task_class == REFERENCE_TASK else o.task_class
     return {
         "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
-        "structure": (o.method, o.structure), "task": task, "method_task": (o.method, task) if task else None,
+        "structure": (o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
         "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
         "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
@@ -233,10 +248,11 @@ def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
 
 def _slopes(r: AcceptanceRow) -> dict[str, tuple[object, float]]:
     t = r.temperature or 0.0
-    x = 0.0
+    x = xt = 0.0
     if r.method == "draft_model" and r.draft_params_b and r.target_params_b:
         x = math.log(r.draft_params_b / r.target_params_b / DRAFT_REF_RATIO)
-    return {"temperature": ("*", t), "method_temperature": (r.method, t), "draft_ratio": ("*", x)}
+        xt = math.log(r.target_params_b / TARGET_REF_B)
+    return {"temperature": ("*", t), "method_temperature": (r.method, t), "draft_ratio": ("*", x), "target_size": ("*", xt)}
 
 
 @dataclass
@@ -286,7 +302,7 @@ class AcceptanceModel:
                 return None
             r = AcceptanceRow(**{**r.__dict__, "method": BORROW[r.method], "variant": ""})
         keys = _keys(r, source=False)
-        if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
+        if keys["task"] is not None and not self.cells.get((r.method, keys["task"][1])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
         a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
         d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
@@ -442,9 +458,9 @@ class AcceptanceEstimate:
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
             return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
-                    f"acceptance: its average over the {self.method_rows} {method} rows of other tasks is used")
+                    f"acceptance: its --task chat level, fitted on the {self.method_rows} {method} rows of other tasks, is used")
         direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
-        than = "relative to --task chat" if self.task_class != "chat" else "relative to its average over tasks"
+        than = "relative to --task chat" if self.task_class != "chat" else "(chat is the reference task)"
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
         return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
                 f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
@@ -452,25 +468,30 @@ class AcceptanceEstimate:
 
 def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0, variant: str | None = None,
              structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
-             target: str | None = None, trainer: str | None = None, engine: str | None = "vllm") -> AcceptanceEstimate | None:
-    """α0 for one candidate (None: the data has no row of this method)."""
+             target: str | None = None, trainer: str | None = None, engine: str | None = "vllm",
+             target_params_b: float | None = None) -> AcceptanceEstimate | None:
+    """α0 for one candidate (None: the data has no row of this method). ``target_params_b`` (else read from the
+    target's name, e.g. '-70B-') places a draft model on the target-size slope."""
     if method not in model.methods:
         return None
     cls = TASK_OF_REQUEST.get(task, task)
     ratio = math.log((draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO) if method == "draft_model" else 0.0
+    size = target_params_b or params_of(target)
+    xt = math.log(size / TARGET_REF_B) if method == "draft_model" and size else 0.0
     fam = family_of(target)
+    tk = None if cls == REFERENCE_TASK else cls
     keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
-            "task": cls, "method_task": (method, cls), "family": fam or None,
+            "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
             "draft": (draft or "").lower() or None, "engine": engine, "source": None}
-    slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio)}
+    slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio),
+              "target_size": ("*", xt)}
     rows = model.cells.get((method, cls), ())
-    if not rows:  # no row of this method for this task: its average over tasks (the task's effect on other
+    if not rows:  # no row of this method for this task: its --task chat level (the task's effect on other
         keys = {**keys, "task": None, "method_task": None}  # methods need not hold for this one)
     own = model.draft_offset(draft)
     y = model.logit(keys, slopes) + own
-    ref = "chat" if cls != "chat" and model.cells.get((method, "chat")) else None  # --task chat is the default
-    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes) + own
+    y0 = model.logit({**keys, "task": None, "method_task": None}, slopes) + own  # --task chat: the reference
     dec = model.decay_for(method, cls)
     a = min(MAX_ALPHA, _sigmoid(y))
     return AcceptanceEstimate(
@@ -564,7 +585,7 @@ average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the ne
 
 def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
                    generation: str | None = None, structure: str = "chain", draft: str | None = None,
-                   draft_ratio: float | None = None, target: str | None = None):
+                   draft_ratio: float | None = None, target: str | None = None, target_params_b: float | None = None):
     """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method)."""
     from specops.planner.priors import AcceptancePrior
 
@@ -579,7 +600,7 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
         use, borrowed = relative, f" (borrowed from {relative}: {why})"
     variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
     est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
-                   draft_ratio=draft_ratio, target=target)
+                   draft_ratio=draft_ratio, target=target, target_params_b=target_params_b)
     if est is None:
         return None
     return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, None, est)
