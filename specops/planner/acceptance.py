@@ -9,12 +9,15 @@ structure effect (a tree verifies many branches: more tokens per step than the c
 
 The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, i.e. toward its parent:
 
-    logit α0 = μ + method + method×variant + method×structure + task + method×task + family
-             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T + β_r·ln(r/r_ref)
+    logit α0 = μ + method + method×variant + method×structure + kind×task + method×task + family
+             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T
+             + β_r·ln(r/r_ref) + β_size·ln(target/8B)          (the last two: draft models only)
 
 fitted by penalised backfitting (ridge; penalty ``PENALTY`` per effect, in units of summed row weight):
 a cell with few rows moves little from its parent (method×task from the task effect and the method, the
-method from the global mean). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
+method from the global mean). Chat is the reference task (``REFERENCE_TASK``: chat and mixed rows carry no
+task effect, so a thin task cell shrinks toward chat) and the shared task effect is kept per kind of draft
+(``LOOKUP`` methods copy from the context: a task moves them the other way from a model draft). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
 not outvote ten sources. The source effect absorbs what one source shares (harness, prompts, template, stated or
 unstated γ) and is zero for anything predicted: a new request, or a source held out.
 
