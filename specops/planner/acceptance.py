@@ -461,11 +461,13 @@ class AcceptanceEstimate:
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
             return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
-                    f"acceptance: its --task chat level, fitted on the {self.method_rows} {method} rows of other tasks, is used")
-        direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
-        than = "relative to --task chat" if self.task_class != "chat" else "(chat is the reference task)"
+                    f"acceptance: its --task chat level (fitted on the {self.method_rows} {method} rows of all tasks) is used")
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
-        return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
+        if self.task_class == REFERENCE_TASK:
+            return (f"{method}'s acceptance at --task {task} is its chat level (chat is the reference task the other "
+                    f"tasks move from), from {len(self.cell_rows)} published chat rows of {self.cell_sources} sources ({ids})")
+        direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
+        return (f"--task {task} {direction} {method}'s acceptance relative to --task chat (α0 {self.task_shift:+.3f}), from "
                 f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
 
 
@@ -582,8 +584,8 @@ def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
 BORROW = {"suffix": "ngram"}
 """A lookup method whose relative has rows from more sources for the request's task (or, with no rows of its own
 for it, more sources in all) borrows the relative's estimate for that task (said in the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
-repetitive translation set) plus one without γ (vllm-ascend #7349), so its average over tasks is a translation
-average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
+repetitive translation set) plus vLLM PR #24852's MT-Bench run and rows without γ (vllm-ascend #7349, ik_llama.cpp
+#1646), so its level rests on one source; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
 
 
 def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
