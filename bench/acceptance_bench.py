@@ -3,7 +3,7 @@
 Leave-one-source-out error of predicted τ (mean acceptance length) against published τ, over the rows of
 playbooks/data/acceptance_2026-12.csv that state γ (specops.planner.acceptance.cross_validate): overall,
 per method and per task class, for the acceptance model and, through the same harness, for today's
-priors (specops.planner.priors). Then the draft-model-at-scale rows that publish only a speedup: a
+priors (specops.planner.priors; `cross_validate_priors` below, the "before" harness). Then the draft-model-at-scale rows that publish only a speedup: a
 speedup S needs τ ≥ S, so a predicted τ below S is an underprediction.
 
 Also: suffix decoding per held-out source (where its error comes from); the γ-not-stated draft-model rows at
@@ -28,15 +28,48 @@ sys.path.insert(0, str(REPO))
 from specops.planner.acceptance import (  # noqa: E402
     AcceptanceRow,
     cross_validate,
-    cross_validate_priors,
     fit,
     load_rows,
     lower_bounds,
+    scorable,
+    solve_gamma,
 )
-from specops.planner.loso import by_stratum, errors, summary_line  # noqa: E402
+from specops.planner.loso import by_stratum, errors, leave_one_source_out, summary_line  # noqa: E402
 from specops.planner.priors import calibrate, load_published  # noqa: E402
+from specops.speculation import PLANNED  # noqa: E402
 
 GOAL_ALL, GOAL_METHOD, MIN_ROWS = 0.15, 0.20, 10
+
+
+PRIORS_TASK = {"mixed": "chat", "qa": "chat", "multimodal": "chat", "rag": "summarization", "code-edit": "code"}
+
+
+def cross_validate_priors(rows: list[AcceptanceRow] | None = None):
+    """The same harness on today's priors (specops.planner.priors, calibrated on the speedup tables of
+    playbooks/data without the held-out source): the 'before' figure."""
+    rows = list(rows if rows is not None else load_rows())
+    published = load_published()
+    by_string = {r.source: r.source_id for r in rows}
+    all_ids = {r.source_id for r in rows}
+
+    def fit_priors(train: list[AcceptanceRow]):
+        held = all_ids - {r.source_id for r in train}
+        return calibrate([p for p in published if by_string.get(p.source) not in held])
+
+    def predict(priors, r: AcceptanceRow) -> float | None:
+        if r.method not in PLANNED or r.method == "none":
+            return None
+        ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
+        prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,
+                              generation=r.variant if r.method == "eagle3" and r.variant in ("3", "3.1") else None,
+                              structure=r.structure, draft=r.draft or None, draft_ratio=ratio)
+        return prior.expected_tokens(solve_gamma(r))
+
+    return leave_one_source_out(rows, fit=fit_priors, predict=predict,
+                                published=lambda r: r.published_tau() if scorable(r) else None,
+                                source=lambda r: r.source_id)
+
+
 
 
 def _table(label: str, scored, key) -> None:

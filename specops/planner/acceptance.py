@@ -51,8 +51,8 @@ from specops.planner.acceptance_data import (  # noqa: F401 - the table's names,
     parse,
 )
 from specops.planner.priors import DECAY
-from specops.speculation import PLANNED, expected_tokens
 from specops.speculation import alpha_from_tau as _alpha_from_tau
+from specops.speculation import expected_tokens
 
 MAX_ALPHA = 0.97
 MIN_ALPHA = 0.02
@@ -543,38 +543,6 @@ def cross_validate(rows: Sequence[AcceptanceRow] | None = None):
 
     rows = list(rows if rows is not None else load_rows())
     return leave_one_source_out(rows, fit=fit, predict=lambda m, r: m.predict_row(r),
-                                published=lambda r: r.published_tau() if scorable(r) else None,
-                                source=lambda r: r.source_id)
-
-
-PRIORS_TASK = {"mixed": "chat", "qa": "chat", "multimodal": "chat", "rag": "summarization", "code-edit": "code"}
-
-
-def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
-    """The same harness on today's priors (specops.planner.priors, calibrated on the speedup tables of
-    playbooks/data without the held-out source): the 'before' figure."""
-    from specops.planner.loso import leave_one_source_out
-    from specops.planner.priors import calibrate, load_published
-
-    rows = list(rows if rows is not None else load_rows())
-    published = load_published()
-    by_string = {r.source: r.source_id for r in rows}
-    all_ids = {r.source_id for r in rows}
-
-    def fit_priors(train: list[AcceptanceRow]):
-        held = all_ids - {r.source_id for r in train}
-        return calibrate([p for p in published if by_string.get(p.source) not in held])
-
-    def predict(priors, r: AcceptanceRow) -> float | None:
-        if r.method not in PLANNED or r.method == "none":
-            return None
-        ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
-        prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,
-                              generation=r.variant if r.method == "eagle3" and r.variant in ("3", "3.1") else None,
-                              structure=r.structure, draft=r.draft or None, draft_ratio=ratio)
-        return prior.expected_tokens(solve_gamma(r))
-
-    return leave_one_source_out(rows, fit=fit_priors, predict=predict,
                                 published=lambda r: r.published_tau() if scorable(r) else None,
                                 source=lambda r: r.source_id)
 
