@@ -137,7 +137,7 @@ def _directions(rows) -> None:
         print(f"  {method:<11} {task:<13} {src:<22} published {pub:<7} ({rel:+.0%})  held out: {got:<7} "
               f"(α0 {shift:+.3f}, {len(est.cell_rows)} rows of other sources){'' if ok else '  <- disagrees'}")
     print(f"  directions reproduced with their source held out: {agree}/{n} where another source has rows of the cell; "
-          f"{alone} contrasts have none (--task leaves those methods at their average)")
+          f"{alone} contrasts have none (--task leaves those methods at their chat level)")
 
 
 def _suffix_by_source(after) -> None:
