@@ -3,8 +3,14 @@
 Leave-one-source-out error of predicted τ (mean acceptance length) against published τ, over the rows of
 playbooks/data/acceptance_2026-12.csv that state γ (specops.planner.acceptance.cross_validate): overall,
 per method and per task class, for the acceptance model and, through the same harness, for today's
-priors (specops.planner.priors). Then the draft-model-at-scale rows that publish only a speedup: a
+priors (specops.planner.priors; `cross_validate_priors` below, the "before" harness). Then the draft-model-at-scale rows that publish only a speedup: a
 speedup S needs τ ≥ S, so a predicted τ below S is an underprediction.
+
+Also: suffix decoding per held-out source (where its error comes from); the γ-not-stated draft-model rows at
+γ=5 and γ=10 (TensorRT-LLM's draft-target examples put draft_len at 4-10 "in common usage"); and the task
+directions: every method × task contrast a source publishes within itself (same method, draft, γ, temperature,
+engine: task rows against its chat rows), against the sign of `--task`'s shift in a model fitted without
+that source.
 
 Run: .venv/bin/python bench/acceptance_bench.py
 """
@@ -20,16 +26,50 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specops.planner.acceptance import (  # noqa: E402
+    AcceptanceRow,
     cross_validate,
-    cross_validate_priors,
     fit,
     load_rows,
     lower_bounds,
+    scorable,
+    solve_gamma,
 )
-from specops.planner.loso import by_stratum, errors, summary_line  # noqa: E402
+from specops.planner.loso import by_stratum, errors, leave_one_source_out, summary_line  # noqa: E402
 from specops.planner.priors import calibrate, load_published  # noqa: E402
+from specops.speculation import PLANNED  # noqa: E402
 
 GOAL_ALL, GOAL_METHOD, MIN_ROWS = 0.15, 0.20, 10
+
+
+PRIORS_TASK = {"mixed": "chat", "qa": "chat", "multimodal": "chat", "rag": "summarization", "code-edit": "code"}
+
+
+def cross_validate_priors(rows: list[AcceptanceRow] | None = None):
+    """The same harness on today's priors (specops.planner.priors, calibrated on the speedup tables of
+    playbooks/data without the held-out source): the 'before' figure."""
+    rows = list(rows if rows is not None else load_rows())
+    published = load_published()
+    by_string = {r.source: r.source_id for r in rows}
+    all_ids = {r.source_id for r in rows}
+
+    def fit_priors(train: list[AcceptanceRow]):
+        held = all_ids - {r.source_id for r in train}
+        return calibrate([p for p in published if by_string.get(p.source) not in held])
+
+    def predict(priors, r: AcceptanceRow) -> float | None:
+        if r.method not in PLANNED or r.method == "none":
+            return None
+        ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
+        prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,
+                              generation=r.variant if r.method == "eagle3" and r.variant in ("3", "3.1") else None,
+                              structure=r.structure, draft=r.draft or None, draft_ratio=ratio)
+        return prior.expected_tokens(solve_gamma(r))
+
+    return leave_one_source_out(rows, fit=fit_priors, predict=predict,
+                                published=lambda r: r.published_tau() if scorable(r) else None,
+                                source=lambda r: r.source_id)
+
+
 
 
 def _table(label: str, scored, key) -> None:
@@ -40,6 +80,75 @@ def _table(label: str, scored, key) -> None:
         goal = "" if len(errs) < MIN_ROWS or label != "method" else (
             "  (goal ≤ 0.20: met)" if statistics.median(errs) <= GOAL_METHOD else "  (goal ≤ 0.20: NOT met)")
         print(f"  {label} {name:<14} median |ln τ| {statistics.median(errs):.3f} over {len(errs):>3} rows{goal}")
+
+
+def _level(r) -> tuple[str, float] | None:
+    """A row's published level for within-source contrasts: τ, else its per-task speedup (same table only)."""
+    tau = r.published_tau()
+    if tau is not None:
+        return ("tau", tau)
+    return ("speedup", r.speedup) if r.speedup else None
+
+
+def published_directions(rows) -> dict[tuple[str, str, str], float]:
+    """(source, method, task class) -> mean relative difference of the task's level against the same
+    source's chat rows of the same method, draft, γ, temperature and engine (and kind of level)."""
+    groups: dict[tuple, dict[str, list[float]]] = {}
+    for r in rows:
+        lv = _level(r)
+        if lv is None or r.task_class in ("mixed", "multimodal") or "pathological" in r.flags:
+            continue
+        key = (r.source_id, r.method, r.variant, r.draft, r.target, r.gamma, r.temperature, r.engine, lv[0])
+        groups.setdefault(key, {}).setdefault(r.task_class, []).append(lv[1])
+    out: dict[tuple[str, str, str], list[float]] = {}
+    for key, by_task in groups.items():
+        if "chat" not in by_task:
+            continue
+        chat = statistics.fmean(by_task["chat"])
+        for task, vals in by_task.items():
+            if task != "chat":
+                out.setdefault((key[0], key[1], task), []).append(statistics.fmean(vals) / chat - 1)
+    return {k: statistics.fmean(v) for k, v in out.items()}
+
+
+def _directions(rows) -> None:
+    from specops.planner.acceptance import estimate
+
+    found = published_directions(rows)
+    print("task directions (published within one source vs that source held out; |Δ| < 3% counts as 'no move'):")
+    agree = n = alone = 0
+    models = {}
+    for (src, method, task), rel in sorted(found.items()):
+        if src not in models:
+            models[src] = fit([r for r in rows if r.source_id != src])
+        est = estimate(models[src], method, task=task, target="meta-llama/Llama-3.1-8B-Instruct")
+        if est is None:
+            continue
+        pub = "raises" if rel > 0.03 else "lowers" if rel < -0.03 else "no move"
+        if not est.cell_rows:  # no other source has a row of this method × task: --task does not move it
+            alone += 1
+            print(f"  {method:<11} {task:<13} {src:<22} published {pub:<7} ({rel:+.0%})  held out: no row of another source")
+            continue
+        shift = est.task_shift
+        got = "raises" if shift > 0.005 else "lowers" if shift < -0.005 else "no move"
+        ok = pub == got or pub == "no move"
+        n += 1
+        agree += ok
+        print(f"  {method:<11} {task:<13} {src:<22} published {pub:<7} ({rel:+.0%})  held out: {got:<7} "
+              f"(α0 {shift:+.3f}, {len(est.cell_rows)} rows of other sources){'' if ok else '  <- disagrees'}")
+    print(f"  directions reproduced with their source held out: {agree}/{n} where another source has rows of the cell; "
+          f"{alone} contrasts have none (--task leaves those methods at their chat level)")
+
+
+def _suffix_by_source(after) -> None:
+    print("suffix decoding by held-out source:")
+    for src, group in by_stratum([s for s in after if s.row.method == "suffix"], lambda s: s.row.source_id).items():
+        errs = errors(group)
+        if not errs:
+            continue
+        by_task = ", ".join(f"{t} {statistics.median(errors(g)):.3f} ({len(errors(g))})"
+                            for t, g in by_stratum(group, lambda s: s.row.task_class).items() if errors(g))
+        print(f"  {src:<22} median |ln τ| {statistics.median(errs):.3f} over {len(errs):>2} rows: {by_task}")
 
 
 def main() -> None:
@@ -70,6 +179,7 @@ def main() -> None:
         r = s.row
         print(f"  {r.id} {r.source_id:<22} {r.method:<11} {r.task_class:<13} γ={r.gamma} published τ {s.published:.2f} "
               f"predicted {s.predicted:.2f}")
+    _suffix_by_source(after)
     # draft models at scale: each source held out in turn
     model_rows = [r for r in rows if r.tau_lower_bound is not None]
     ok_after = ok_before = n = 0
@@ -84,9 +194,14 @@ def main() -> None:
             n += 1
             ok_after += tau >= r.tau_lower_bound
             ok_before += tau_old >= r.tau_lower_bound
+            at10 = ""
+            if r.gamma is None:
+                (_, tau10), = lower_bounds(m, [AcceptanceRow(**{**r.__dict__, "gamma": 10})])
+                at10 = f"; at γ=10 {tau10:.2f}"
             print(f"  {r.id} {r.target[:28]:<28} draft {r.draft_params_b:g}B γ={r.gamma or '5 (not stated)'}: S {r.tau_lower_bound:.2f}, "
-                  f"predicted τ {tau:.2f} (before {tau_old:.2f})")
+                  f"predicted τ {tau:.2f} (before {tau_old:.2f}){at10}")
     print(f"  predicted τ ≥ published speedup: after {ok_after}/{n}, before {ok_before}/{n}")
+    _directions(rows)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,15 @@ structure effect (a tree verifies many branches: more tokens per step than the c
 
 The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, i.e. toward its parent:
 
-    logit α0 = μ + method + method×variant + method×structure + task + method×task + family
-             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T + β_r·ln(r/r_ref)
+    logit α0 = μ + method + method×variant + method×structure + kind×task + method×task + family
+             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T
+             + β_r·ln(r/r_ref) + β_size·ln(target/8B)          (the last two: draft models only)
 
 fitted by penalised backfitting (ridge; penalty ``PENALTY`` per effect, in units of summed row weight):
 a cell with few rows moves little from its parent (method×task from the task effect and the method, the
-method from the global mean). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
+method from the global mean). Chat is the reference task (``REFERENCE_TASK``: chat and mixed rows carry no
+task effect, so a thin task cell shrinks toward chat) and the shared task effect is kept per kind of draft
+(``LOOKUP`` methods copy from the context: a task moves them the other way from a model draft). Each row weighs 1/√(rows of its source for its method), so a 50-row table does
 not outvote ten sources. The source effect absorbs what one source shares (harness, prompts, template, stated or
 unstated γ) and is zero for anything predicted: a new request, or a source held out.
 
@@ -44,15 +47,17 @@ from specops.planner.acceptance_data import (  # noqa: F401 - the table's names,
     AcceptanceRow,
     family_of,
     load_rows,
+    params_of,
     parse,
 )
 from specops.planner.priors import DECAY
-from specops.speculation import PLANNED, expected_tokens
 from specops.speculation import alpha_from_tau as _alpha_from_tau
+from specops.speculation import expected_tokens
 
 MAX_ALPHA = 0.97
 MIN_ALPHA = 0.02
 DRAFT_REF_RATIO = 1 / 16
+TARGET_REF_B = 8.0
 Z80 = 1.2816  # two-sided 80%: the spread's stated level
 DEFAULT_CHAIN_GAMMA = 3  # a chain row that states no γ is solved at 3 (vLLM's common K); never scored
 DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE-2/3 papers' depths; Medusa 4 heads
@@ -62,6 +67,19 @@ DEFAULT_TREE_DEPTH = {"eagle": 6, "eagle3": 8, "medusa": 4, "other": 5}  # EAGLE
 TASK_OF_REQUEST = {"code": "code", "math": "math", "chat": "chat", "creative": "chat", "translation": "translation",
                    "summarization": "summarization", "rag": "rag", "agentic": "code-edit"}
 UNTASKED = ("mixed",)  # averages over many tasks: they inform the method, not any task
+LOOKUP = ("ngram", "suffix")
+
+
+def task_key(method: str, task_class: str | None) -> tuple[str, str] | None:
+    """The shared task effect's key: the task class within the method's kind of draft (model or lookup)."""
+    return ("lookup" if method in LOOKUP else "model", task_class) if task_class else None
+
+
+REFERENCE_TASK = "chat"
+"""The task every other task's effect is measured from (and shrunk toward): --task chat, the default. With the
+average over tasks as the reference instead, a task with one or two rows of a method sits near that average,
+above chat (code and math rows are many and high), so --task qa/summarization/translation read as *raising* a
+model draft's acceptance wherever their own rows were few, against every source that publishes the contrast."""
 
 PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
            "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5}
@@ -70,7 +88,7 @@ trainer) are shrunk hard: with few sources each, a light penalty lets them soak 
 code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
 that instead. Chosen among five settings by this file's own leave-one-source-out error (bench/acceptance_bench.py):
 0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here."""
-SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0}
+SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0, "target_size": 1.0}
 SPEEDUP_ROW_WEIGHT = 0.5
 SWEEPS = 60
 
@@ -221,10 +239,10 @@ def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEst
 # --- the model ------------------------------------------------------------------------------------
 
 def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
-    task = None if o.task_class in UNTASKED else o.task_class
+    task = None if o.task_class in UNTASKED or o.task_class == REFERENCE_TASK else o.task_class
     return {
         "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
-        "structure": (o.method, o.structure), "task": task, "method_task": (o.method, task) if task else None,
+        "structure": (o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
         "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
         "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
@@ -233,10 +251,11 @@ def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
 
 def _slopes(r: AcceptanceRow) -> dict[str, tuple[object, float]]:
     t = r.temperature or 0.0
-    x = 0.0
+    x = xt = 0.0
     if r.method == "draft_model" and r.draft_params_b and r.target_params_b:
         x = math.log(r.draft_params_b / r.target_params_b / DRAFT_REF_RATIO)
-    return {"temperature": ("*", t), "method_temperature": (r.method, t), "draft_ratio": ("*", x)}
+        xt = math.log(r.target_params_b / TARGET_REF_B)
+    return {"temperature": ("*", t), "method_temperature": (r.method, t), "draft_ratio": ("*", x), "target_size": ("*", xt)}
 
 
 @dataclass
@@ -286,7 +305,7 @@ class AcceptanceModel:
                 return None
             r = AcceptanceRow(**{**r.__dict__, "method": BORROW[r.method], "variant": ""})
         keys = _keys(r, source=False)
-        if keys["task"] is not None and not self.cells.get((r.method, keys["task"])):
+        if keys["task"] is not None and not self.cells.get((r.method, keys["task"][1])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
         a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
         d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
@@ -442,35 +461,42 @@ class AcceptanceEstimate:
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
             return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
-                    f"acceptance: its average over the {self.method_rows} {method} rows of other tasks is used")
-        direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
-        than = "relative to --task chat" if self.task_class != "chat" else "relative to its average over tasks"
+                    f"acceptance: its --task chat level (fitted on the {self.method_rows} {method} rows of all tasks) is used")
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
-        return (f"--task {task} {direction} {method}'s acceptance {than} (α0 {self.task_shift:+.3f}), from "
+        if self.task_class == REFERENCE_TASK:
+            return (f"{method}'s acceptance at --task {task} is its chat level (chat is the reference task the other "
+                    f"tasks move from), from {len(self.cell_rows)} published chat rows of {self.cell_sources} sources ({ids})")
+        direction = "raises" if self.task_shift > 0.005 else "lowers" if self.task_shift < -0.005 else "does not move"
+        return (f"--task {task} {direction} {method}'s acceptance relative to --task chat (α0 {self.task_shift:+.3f}), from "
                 f"{len(self.cell_rows)} published {self.task_class} rows of {self.cell_sources} sources ({ids})")
 
 
 def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0, variant: str | None = None,
              structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
-             target: str | None = None, trainer: str | None = None, engine: str | None = "vllm") -> AcceptanceEstimate | None:
-    """α0 for one candidate (None: the data has no row of this method)."""
+             target: str | None = None, trainer: str | None = None, engine: str | None = "vllm",
+             target_params_b: float | None = None) -> AcceptanceEstimate | None:
+    """α0 for one candidate (None: the data has no row of this method). ``target_params_b`` (else read from the
+    target's name, e.g. '-70B-') places a draft model on the target-size slope."""
     if method not in model.methods:
         return None
     cls = TASK_OF_REQUEST.get(task, task)
     ratio = math.log((draft_ratio or DRAFT_REF_RATIO) / DRAFT_REF_RATIO) if method == "draft_model" else 0.0
+    size = target_params_b or params_of(target)
+    xt = math.log(size / TARGET_REF_B) if method == "draft_model" and size else 0.0
     fam = family_of(target)
+    tk = None if cls == REFERENCE_TASK else cls
     keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
-            "task": cls, "method_task": (method, cls), "family": fam or None,
+            "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
             "draft": (draft or "").lower() or None, "engine": engine, "source": None}
-    slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio)}
+    slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio),
+              "target_size": ("*", xt)}
     rows = model.cells.get((method, cls), ())
-    if not rows:  # no row of this method for this task: its average over tasks (the task's effect on other
+    if not rows:  # no row of this method for this task: its --task chat level (the task's effect on other
         keys = {**keys, "task": None, "method_task": None}  # methods need not hold for this one)
     own = model.draft_offset(draft)
     y = model.logit(keys, slopes) + own
-    ref = "chat" if cls != "chat" and model.cells.get((method, "chat")) else None  # --task chat is the default
-    y0 = model.logit({**keys, "task": ref, "method_task": (method, ref) if ref else None}, slopes) + own
+    y0 = model.logit({**keys, "task": None, "method_task": None}, slopes) + own  # --task chat: the reference
     dec = model.decay_for(method, cls)
     a = min(MAX_ALPHA, _sigmoid(y))
     return AcceptanceEstimate(
@@ -521,50 +547,18 @@ def cross_validate(rows: Sequence[AcceptanceRow] | None = None):
                                 source=lambda r: r.source_id)
 
 
-PRIORS_TASK = {"mixed": "chat", "qa": "chat", "multimodal": "chat", "rag": "summarization", "code-edit": "code"}
-
-
-def cross_validate_priors(rows: Sequence[AcceptanceRow] | None = None):
-    """The same harness on today's priors (specops.planner.priors, calibrated on the speedup tables of
-    playbooks/data without the held-out source): the 'before' figure."""
-    from specops.planner.loso import leave_one_source_out
-    from specops.planner.priors import calibrate, load_published
-
-    rows = list(rows if rows is not None else load_rows())
-    published = load_published()
-    by_string = {r.source: r.source_id for r in rows}
-    all_ids = {r.source_id for r in rows}
-
-    def fit_priors(train: list[AcceptanceRow]):
-        held = all_ids - {r.source_id for r in train}
-        return calibrate([p for p in published if by_string.get(p.source) not in held])
-
-    def predict(priors, r: AcceptanceRow) -> float | None:
-        if r.method not in PLANNED or r.method == "none":
-            return None
-        ratio = r.draft_params_b / r.target_params_b if r.draft_params_b and r.target_params_b else None
-        prior = priors.lookup(r.method, task=PRIORS_TASK.get(r.task_class, r.task_class), temperature=r.temperature or 0.0,
-                              generation=r.variant if r.method == "eagle3" and r.variant in ("3", "3.1") else None,
-                              structure=r.structure, draft=r.draft or None, draft_ratio=ratio)
-        return prior.expected_tokens(solve_gamma(r))
-
-    return leave_one_source_out(rows, fit=fit_priors, predict=predict,
-                                published=lambda r: r.published_tau() if scorable(r) else None,
-                                source=lambda r: r.source_id)
-
-
 # --- the priors' entry point --------------------------------------------------------------------------
 
 BORROW = {"suffix": "ngram"}
 """A lookup method whose relative has rows from more sources for the request's task (or, with no rows of its own
 for it, more sources in all) borrows the relative's estimate for that task (said in the source): suffix decoding's rows are one source (TensorRT-LLM's cross-request n-gram pool, chat and a
-repetitive translation set) plus one without γ (vllm-ascend #7349), so its average over tasks is a translation
-average; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
+repetitive translation set) plus vLLM PR #24852's MT-Bench run and rows without γ (vllm-ascend #7349, ik_llama.cpp
+#1646), so its level rests on one source; prompt lookup's task dependence (Spec-Bench, EAGLE-3 Table 1) is the nearer evidence."""
 
 
 def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
                    generation: str | None = None, structure: str = "chain", draft: str | None = None,
-                   draft_ratio: float | None = None, target: str | None = None):
+                   draft_ratio: float | None = None, target: str | None = None, target_params_b: float | None = None):
     """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method)."""
     from specops.planner.priors import AcceptancePrior
 
@@ -579,7 +573,7 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
         use, borrowed = relative, f" (borrowed from {relative}: {why})"
     variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
     est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
-                   draft_ratio=draft_ratio, target=target)
+                   draft_ratio=draft_ratio, target=target, target_params_b=target_params_b)
     if est is None:
         return None
     return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, None, est)

@@ -130,3 +130,10 @@ def family_of(model_id: str | None) -> str:
         if any(k in t for k in keys):
             return fam
     return ""
+
+
+def params_of(model_id: str | None) -> float | None:
+    """A model's size in billions as its name states it ('Llama-3.1-70B-Instruct' -> 70; 'Qwen3-30B-A3B' -> 30,
+    the first size named, the total); None when the name states none."""
+    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", (model_id or "").split("/")[-1].replace("_", "-"))
+    return float(m.group(1)) if m else None
