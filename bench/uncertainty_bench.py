@@ -200,7 +200,7 @@ def _worst(held: list[Held]) -> str:
 
 def difficulty_section(held: list[Held]) -> None:
     """The difficulty model's choices, each re-assessed on the same nested folds: what each feature is worth."""
-    from specops.planner import uncertainty as unc
+    from specops.planner import difficulty as unc
 
     def feats(*names):
         def f(w, names=names):
@@ -217,6 +217,9 @@ def difficulty_section(held: list[Held]) -> None:
         "bias w/o lookup": {"center_features": feats("model", "serving", "tau_spread", "step")},
         "shipped (bias: family, engine, τ spread, S/τ; scale: engine, hw)": {},
         "shipped, ridge 5": {"ridge": 5.0},
+        "shipped, scale floor 0.01": {"floor": 0.01},
+        "shipped, scale floor 0.02": {"floor": 0.02},
+        "shipped, scale floor 0.1": {"floor": 0.1},
         "shipped, μ by least squares (no Huber)": {"huber": 0.0},
         "shipped, Huber δ 0.1": {"huber": 0.1},
         "shipped, Huber δ 0.4": {"huber": 0.4},

@@ -2,8 +2,8 @@
 direction, a prediction of a given kind is expected to be - locally adaptive ("normalised") split-conformal.
 
 Each calibration residual r = ln(published/predicted) is written μ(x) + σ(x)·z: μ, the bias, is a ridge
-regression of r on :func:`_center_features`; ln σ, the scale, one of ln(|r − μ| + SCALE_FLOOR) on
-:func:`_scale_features`; both weighted so that each source's rows weigh rows ** -exponent. The ranges are then
+regression of r on :func:`_center_features`; σ, the scale, models the mean |r − μ| as exp(x·β) on
+:func:`_scale_features` (a Gamma fit with a log link); both weighted so that each source's rows weigh rows ** -exponent. The ranges are then
 conformal in z (uncertainty.RangeCalibration). Pure Python: the systems are 3x3 to 6x6.
 """
 
@@ -42,17 +42,23 @@ CENTER_FEATURES: Callable[[Where], list[float]] = _center_features
 SCALE_FEATURES: Callable[[Where], list[float]] = _scale_features
 """The features, chosen on the nested bench (bench/uncertainty_bench.py, "difficulty model variants", 142 rows):
 plain split-conformal 77% coverage at median hi/lo 2.67, Brier 0.092, regret 8.99 left / 1.78 slowdown; a scale
-alone 81% at 2.45; a bias alone 74% at 2.18; these (bias and scale) 80% at 2.18, Brier 0.080, 4.46 / 1.73; adding
-τ's spread and S/τ to the scale, or the family, 79% at 2.18 / 74% at 2.11 with more regret."""
+alone 80% at 2.37; a bias alone 74% at 2.21; these (bias and scale) 80% at 2.11, Brier 0.081, 3.98 / 1.73; adding
+τ's spread and S/τ to the scale, or the family, 79% at 2.25 / 77% at 2.11 with more regret."""
 RIDGE = 1.0
 """Ridge penalty on every coefficient but the intercept (weights sum to the number of sources). On the bench:
-ridge 1 80% at 2.18; 5 77% at 2.27, regret 7.47 left; 20 78% at 2.51, 8.84 left."""
-SCALE_FLOOR = 0.05
-"""ln σ is fitted on ln(|r − μ| + SCALE_FLOOR): a residual near 0 does not pull σ to nothing."""
+ridge 1 80% at 2.11; 5 77% at 2.16, regret 5.97 left; 20 77% at 2.33, 7.06 left."""
+SCALE_FLOOR = 0.01
+"""ln σ is fitted on ln(|r − μ| + SCALE_FLOOR): a residual of exactly 0 does not pull σ to nothing. Small, so
+that kinds of prediction whose errors differ by a factor keep that factor (a floor of 0.05 makes a kind that
+errs by ±0.1 look half as close as it is, over-covering it and under-covering the far ones); on the nested
+bench 0.01, 0.02 and 0.1 give the same figures (80% at hi/lo 2.11): it only seeds the scale's fit (SCALE_STEPS)."""
+SCALE_STEPS = 12
+"""Fisher-scoring steps of the scale's fit: σ(x) models the mean |r − μ| (a kind of prediction that errs twice
+as far gets twice the σ), not the geometric mean, which the smallest residuals would drag down."""
 HUBER, HUBER_STEPS = 0.0, 8
 """μ by least squares (HUBER 0), or a Huber regression of δ HUBER in ln (HUBER_STEPS reweightings). Measured
-nested (bench/uncertainty_bench.py, 142 rows): least squares 80% coverage, Brier 0.080, regret 4.46 left / 1.73
-slowdown; Huber δ 0.2 77%, 0.081, 4.75 / 2.54: the far-off rows (suffix decoding published at e^1.1-e^1.4 of
+nested (bench/uncertainty_bench.py, 142 rows): least squares 80% coverage, Brier 0.081, regret 3.98 left / 1.73
+slowdown; Huber δ 0.1 78%, 0.084, 7.10 / 1.73; δ 0.4 79%, 0.081, 4.75 / 2.54: the far-off rows (suffix decoding published at e^1.1-e^1.4 of
 its prediction) are evidence of the family's bias, not noise to discount."""
 CENTER_CAP, SCALE_RANGE = 0.5, (0.05, 1.5)
 """|μ| ≤ CENTER_CAP; σ within SCALE_RANGE (in ln speedup)."""
@@ -104,7 +110,7 @@ class Difficulty:
     def fit(cls, points: Sequence, *, exponent: float = 0.5, ridge: float = RIDGE,
             center_features: Callable[[Where], list[float]] | None = None,
             scale_features: Callable[[Where], list[float]] | None = None, cap: float = CENTER_CAP,
-            huber: float = HUBER) -> Difficulty:
+            huber: float = HUBER, floor: float = SCALE_FLOOR) -> Difficulty:
         """Fitted on ``points`` (uncertainty.ResidualPoint: .source, .log_ratio, .where); ``center_features`` /
         ``scale_features``: default CENTER_FEATURES / SCALE_FEATURES;
         ``lambda w: [1.0]`` fits a constant)."""
@@ -121,8 +127,13 @@ class Difficulty:
             res = [y - sum(c * f for c, f in zip(center, x, strict=True)) for x, y in zip(xs, ys, strict=True)]
             center = _ridge(xs, ys, [w * min(1.0, huber / max(abs(e), 1e-9)) for w, e in zip(ws, res, strict=True)], ridge)
         d = cls(tuple(center), (), cf, sf, cap)
-        dev = [math.log(abs(p.log_ratio - d.mu(w)) + SCALE_FLOOR) for p, w in zip(points, wheres, strict=True)]
-        return replace(d, scale=tuple(_ridge([sf(w) for w in wheres], dev, ws, ridge)))
+        dev = [abs(p.log_ratio - d.mu(w)) for p, w in zip(points, wheres, strict=True)]
+        xs = [sf(w) for w in wheres]
+        scale = _ridge(xs, [math.log(e + floor) for e in dev], ws, ridge)  # a start: ln|r − μ| regressed
+        for _ in range(SCALE_STEPS):  # then E|r − μ| = exp(x·β): a Gamma fit with a log link (Fisher scoring)
+            eta = [sum(c * f for c, f in zip(scale, x, strict=True)) for x in xs]
+            scale = _ridge(xs, [n + e / math.exp(n) - 1 for n, e in zip(eta, dev, strict=True)], ws, ridge)
+        return replace(d, scale=tuple(scale))
 
     def mu(self, w: Where) -> float:
         if not self.center or self.center_features is None:

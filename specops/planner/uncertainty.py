@@ -21,7 +21,7 @@ sources is mostly its own.
 **The difficulty model** (:class:`Difficulty`; locally adaptive, "normalised" conformal): how far off a
 prediction is expected to be depends on what it is, so each residual is written r = μ(x) + σ(x)·z. μ, the bias,
 is a ridge regression of r on the method family, the engine class, τ's own spread ln(τ_high/τ) (the acceptance
-model's uncertainty) and the step's share ln(S/τ); ln σ, the scale, one of ln|r − μ| on the engine class and
+model's uncertainty) and the step's share ln(S/τ); σ, the scale, models the mean |r − μ| on the engine class and
 whether the row's hardware was known (a row that names no catalog GPU was predicted on a guessed A100). Both are
 fitted on the calibration points only (in the bench: each nested fold's inner residuals), each source's rows
 weighing rows ** -SOURCE_EXPONENT. The strata's mixtures hold the normalised residuals z = (r − μ)/σ.
@@ -67,7 +67,7 @@ POOL_SOURCES = 100.0
 """A stratum holding n sources keeps n/(n + POOL_SOURCES) of the weight against its parent. Chosen on
 the nested bench (bench/uncertainty_bench.py; 142 rows, 43 sources; with the difficulty model): a stratum's
 rows from other sources say little about a new source - with 3 the ranges held 69% of held-out speedups,
-with 30 77%, with 100 80%, 300 79%, median hi/lo 2.16-2.18 throughout. Sources differ more than strata do:
+with 30 77%, with 100 80%, 300 79%, median hi/lo about 2.1-2.2 throughout. Sources differ more than strata do:
 what makes one range differ from another is the difficulty model (μ, σ) and the physics bounds (τ, S/τ);
 the strata only tilt the shared distribution of z."""
 SOURCE_EXPONENT = 0.5
