@@ -114,7 +114,8 @@ def held_out(rows=None) -> list[Held]:
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
         high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
-        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high, hardware_known=hardware_known(row.hardware))
+        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high, hardware_known=hardware_known(row.hardware),
+                   method=row.method)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
         cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
@@ -180,7 +181,8 @@ def _reassess(held: list[Held], **options) -> list[Held]:
         cal = cals.get(id(h.calibration))
         if cal is None:
             cal = cals[id(h.calibration)] = RangeCalibration(h.calibration.points, **options)
-        u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware))
+        u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
+                   method=h.row.method)
         out.append(replace(h, u=u))
     return out
 
@@ -215,6 +217,8 @@ def difficulty_section(held: list[Held]) -> None:
         "bias family+engine, scale engine+hw": {"center_features": feats("model", "lookup", "serving"),
                                                 "scale_features": feats("serving", "hw")},
         "bias w/o lookup": {"center_features": feats("model", "serving", "tau_spread", "step")},
+        "shipped + bias for suffix decoding": {"center_features": feats("model", "lookup", "suffix", "serving",
+                                                                          "tau_spread", "step")},
         "shipped (bias: family, engine, τ spread, S/τ; scale: engine, hw)": {},
         "shipped, ridge 5": {"ridge": 5.0},
         "shipped, scale floor 0.01": {"floor": 0.01},
@@ -242,6 +246,7 @@ _FEATURES = {
     "model": lambda w: float(w.stratum.family == "model"),
     "lookup": lambda w: float(w.stratum.family == "lookup"),
     "serving": lambda w: float(w.stratum.engine == "serving"),
+    "suffix": lambda w: float(w.method == "suffix"),
     "hw": lambda w: float(w.hardware_known),
     "tau_spread": lambda w: math.log(max(w.tau_high, w.tau, 1.0) / max(w.tau, 1.0)),
     "step": lambda w: math.log(max(w.speedup, 1e-3) / max(w.tau, 1.0)),
@@ -258,7 +263,8 @@ def pool_section(held: list[Held]) -> None:
 
         def rng(h: Held, pool=pool, cals=cals):
             cal = cals.setdefault(id(h.calibration), RangeCalibration(h.calibration.points, pool=pool))
-            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware))
+            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
+                   method=h.row.method)
             return u.speedup_low, u.speedup_high
 
         buckets: dict[str, list[Held]] = {}

@@ -23,6 +23,7 @@ class Where:
     tau: float
     tau_high: float
     hardware_known: bool = True
+    method: str = ""
 
 
 def _center_features(w: Where) -> list[float]:

@@ -230,10 +230,11 @@ class ResidualPoint:
     tau: float = 0.0
     tau_high: float = 0.0
     hardware_known: bool = True
+    method: str = ""
 
     @property
     def where(self) -> Where:
-        return Where(self.stratum, self.speedup, self.tau, self.tau_high or self.tau, self.hardware_known)
+        return Where(self.stratum, self.speedup, self.tau, self.tau_high or self.tau, self.hardware_known, self.method)
 
 
 def points_from(residuals: Iterable) -> list[ResidualPoint]:
@@ -244,7 +245,7 @@ def points_from(residuals: Iterable) -> list[ResidualPoint]:
                        batch=r.row.batch)
         out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60],
                                  r.predicted, r.tau, getattr(r, "tau_high", 0.0) or r.tau,
-                                 getattr(r, "hardware_known", True)))
+                                 getattr(r, "hardware_known", True), r.row.method or ""))
     return out
 
 
@@ -379,7 +380,8 @@ class Uncertainty(Strict):
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
-           level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True) -> Uncertainty:
+           level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
+           method: str = "") -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): the upper end of τ's own range - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
@@ -388,7 +390,7 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
-    where = Where(stratum, speedup, tau, high, hardware_known)
+    where = Where(stratum, speedup, tau, high, hardware_known, method)
     mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
     logs = [mu + sigma * z for z in mix.logs]
     cap, floor = max(high, speedup), min(speedup / tau, speedup)
