@@ -89,7 +89,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
         (0, r'"method": "', None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
-    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"eagle3"', None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256":
         (0, r"swept over 4", None),
     "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100 --explain   # unknown MoE":
