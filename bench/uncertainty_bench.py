@@ -5,7 +5,9 @@ and the regret of the pick rule, before (the range and veto `recommend` shipped 
 Nested: for each source S of the published rows (specops.planner.uncertainty.calibration_rows, sources
 unified), the acceptance priors are fitted on the other sources only, the residuals that calibrate the
 ranges are the other sources' own leave-one-source-out residuals computed without S, and only then are
-S's rows predicted and scored (specops.planner.loso.leave_one_source_out).
+S's rows predicted and scored (specops.planner.loso.leave_one_source_out). The difficulty model
+(specops.planner.difficulty: the bias μ and scale σ of each kind of prediction) is fitted on those inner
+residuals only; "difficulty model variants" re-assesses the same folds with other choices of it.
 
 Regret: rows of one source that share a setup (target, hardware, batch, task, temperature, location)
 are one situation; its candidates are the methods published there. A rule picks one or none from the
