@@ -218,10 +218,11 @@ def difficulty_section(held: list[Held]) -> None:
         "scale only (engine, hardware known)": {"center_features": feats(), "scale_features": feats("serving", "hw")},
         "bias family+engine, scale engine+hw": {"center_features": feats("model", "lookup", "serving"),
                                                 "scale_features": feats("serving", "hw")},
-        "bias w/o lookup": {"center_features": feats("model", "serving", "tau_spread", "step")},
-        "shipped + bias for suffix decoding": {"center_features": feats("model", "lookup", "suffix", "serving",
-                                                                          "tau_spread", "step")},
-        "shipped (bias: family, engine, τ spread, S/τ; scale: engine, hw)": {},
+        "shipped + bias for prompt lookup": {"center_features": feats("model", "lookup", "serving", "tau_spread",
+                                                                        "step")},
+        "shipped + bias for prompt lookup and for suffix decoding": {
+            "center_features": feats("model", "lookup", "suffix", "serving", "tau_spread", "step")},
+        "shipped (bias: draft model, engine, τ spread, S/τ; scale: engine, hw)": {},
         "shipped, ridge 5": {"ridge": 5.0},
         "shipped, scale floor 0.01": {"floor": 0.01},
         "shipped, scale floor 0.02": {"floor": 0.02},
@@ -317,16 +318,14 @@ def today(cands: list[Held]) -> Held | None:
     return best if best.speedup >= 1 and best.old[0] >= 1 else None
 
 
-def new_rule(min_p: float, point_gain: bool = True):
+def new_rule(min_p: float, point_gain: bool = False):
     def rule(cands: list[Held]) -> Held | None:
         per_method: dict[str, Held] = {}  # recommend's candidates: each method at its best point
         for h in cands:
             if h.row.method not in per_method or h.speedup > per_method[h.row.method].speedup:
                 per_method[h.row.method] = h
         judged = [Judged(h, h.speedup, h.u) for h in per_method.values() if not point_gain or h.speedup > 1]
-        # (point_gain False: the rule without eligible()'s point bar - drops the candidates' points to 1.01)
-        if not point_gain:
-            judged = [Judged(j.candidate, max(j.speedup, 1.01), j.u) for j in judged]
+        # (point_gain: a variant that also asks for the point above 1x)
         chosen, _ = pick(judged, min_p_gain=min_p) if judged else (None, [])
         return chosen.candidate if chosen else None
     return rule
@@ -357,7 +356,7 @@ def regret_section(held: list[Held]) -> None:
              "best point, no veto": lambda c: max(c, key=lambda h: h.speedup) if max(h.speedup for h in c) > 1 else None,
              "never speculate": lambda c: None}
     rules.update({f"new, P(gain) ≥ {p:.2f}": new_rule(p) for p in P_GRID})
-    rules.update({f"without the point's bar, P(gain) ≥ {p:.2f}": new_rule(p, False) for p in (0.7, 0.8, 0.85)})
+    rules.update({f"new, P(gain) ≥ {p:.2f} and the point above 1x": new_rule(p, True) for p in (0.7, 0.8, 0.85)})
     for label, rule in rules.items():
         m, h, nm, nh = regret(sits, rule)
         print(f"   {label:<60} left {m:6.2f} ({nm:>2} situations)  slowdown {h:5.2f} ({nh:>2})")

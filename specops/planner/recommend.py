@@ -711,7 +711,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
     if best.method == "none":
         ctx.chosen, ctx.schedule, ctx.schedule_note, ctx.evidence = best, None, None, None
         return DecisionStep(rule=rule.id, input=inp, outcome=f"no speculation: no candidate has P(gain) ≥ {min_p:.2f} "
-                            f"and an expected speedup above 1 with a point above 1x{refusal}; pass --min-p-gain with a lower level (or "
+                            f"and an expected speedup above 1{refusal}; pass --min-p-gain with a lower level (or "
                             "--allow-uncertain) to speculate anyway")
     if best is not picked:
         ctx.chosen, ctx.schedule, ctx.schedule_note = best, None, None

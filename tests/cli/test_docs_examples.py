@@ -78,7 +78,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                 # none: P(gain) "
-    "0.64": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
+    "0.67": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.6 -o json  # eagle3 γ=1":
         (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.6', None),
     # recommend.md
@@ -89,7 +89,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
         (0, r'"method": "', None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
-    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
+    "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"eagle3"', None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256":
         (0, r"swept over 4", None),
     "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100 --explain   # unknown MoE":
