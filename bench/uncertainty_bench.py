@@ -5,7 +5,9 @@ and the regret of the pick rule, before (the range and veto `recommend` shipped 
 Nested: for each source S of the published rows (specops.planner.uncertainty.calibration_rows, sources
 unified), the acceptance priors are fitted on the other sources only, the residuals that calibrate the
 ranges are the other sources' own leave-one-source-out residuals computed without S, and only then are
-S's rows predicted and scored (specops.planner.loso.leave_one_source_out).
+S's rows predicted and scored (specops.planner.loso.leave_one_source_out). The difficulty model
+(specops.planner.difficulty: the bias μ and scale σ of each kind of prediction) is fitted on those inner
+residuals only; "difficulty model variants" re-assesses the same folds with other choices of it.
 
 Regret: rows of one source that share a setup (target, hardware, batch, task, temperature, location)
 are one situation; its candidates are the methods published there. A rule picks one or none from the
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +33,7 @@ from specops.planner.evidence import (  # noqa: E402
     cross_validate,
     fit_priors,
     gpu_class,
+    hardware_known,
     looks_moe,
     predict_at_best_gamma,
     predict_row,
@@ -113,7 +116,8 @@ def held_out(rows=None) -> list[Held]:
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
         high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
-        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high)
+        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high, hardware_known=hardware_known(row.hardware),
+                   method=row.method)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
         cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
@@ -168,6 +172,88 @@ def coverage_section(held: list[Held]) -> None:
             mark = "" if len(items) >= 10 else "   (< 10 rows)"
             print(f"   {k:<34} {_cov(items, new)} | {_cov(items, old)}{mark}")
     pool_section(held)
+    difficulty_section(held)
+
+
+def _reassess(held: list[Held], **options) -> list[Held]:
+    """The same nested folds, each fold's calibration rebuilt with ``options`` (no refit of the point model)."""
+    cals: dict[int, RangeCalibration] = {}
+    out = []
+    for h in held:
+        cal = cals.get(id(h.calibration))
+        if cal is None:
+            cal = cals[id(h.calibration)] = RangeCalibration(h.calibration.points, **options)
+        u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
+                   method=h.row.method)
+        out.append(replace(h, u=u))
+    return out
+
+
+def _brier(held: list[Held]) -> float:
+    return statistics.mean((h.u.p_gain - (1.0 if h.published > 1 else 0.0)) ** 2 for h in held)
+
+
+def _worst(held: list[Held]) -> str:
+    buckets: dict[str, list[Held]] = {}
+    for h in held:
+        buckets.setdefault(h.u.stratum, []).append(h)
+    share, k = min((sum(h.u.speedup_low <= h.published <= h.u.speedup_high for h in items) / len(items), k)
+                   for k, items in buckets.items() if len(items) >= 10)
+    return f"{100 * share:.0f}% ({k})"
+
+
+def difficulty_section(held: list[Held]) -> None:
+    """The difficulty model's choices, each re-assessed on the same nested folds: what each feature is worth."""
+    from specops.planner import difficulty as unc
+
+    def feats(*names):
+        def f(w, names=names):
+            return [1.0] + [_FEATURES[n](w) for n in names]
+        return f
+
+    variants = {
+        "plain split-conformal (no difficulty model)": {"adaptive": False},
+        "bias only by family+engine, no scale": {"center_features": feats("model", "lookup", "serving"),
+                                                  "scale_features": feats()},
+        "scale only (engine, hardware known)": {"center_features": feats(), "scale_features": feats("serving", "hw")},
+        "bias family+engine, scale engine+hw": {"center_features": feats("model", "lookup", "serving"),
+                                                "scale_features": feats("serving", "hw")},
+        "shipped + bias for prompt lookup": {"center_features": feats("model", "lookup", "serving", "tau_spread",
+                                                                        "step")},
+        "shipped + bias for prompt lookup and for suffix decoding": {
+            "center_features": feats("model", "lookup", "suffix", "serving", "tau_spread", "step")},
+        "shipped (bias: draft model, engine, τ spread, S/τ; scale: engine, hw)": {},
+        "shipped, ridge 5": {"ridge": 5.0},
+        "shipped, scale floor 0.01": {"floor": 0.01},
+        "shipped, scale floor 0.02": {"floor": 0.02},
+        "shipped, scale floor 0.1": {"floor": 0.1},
+        "shipped, μ by least squares (no Huber)": {"huber": 0.0},
+        "shipped, Huber δ 0.1": {"huber": 0.1},
+        "shipped, Huber δ 0.4": {"huber": 0.4},
+        "shipped, |μ| ≤ 0.3": {"cap": 0.3},
+        "shipped, ridge 20": {"ridge": 20.0},
+        "shipped + scale by τ spread, S/τ": {"scale_features": feats("serving", "hw", "tau_spread", "step")},
+        "shipped + scale by family": {"scale_features": feats("serving", "hw", "model", "lookup")},
+    }
+    print(f"-- difficulty model variants, the same nested folds re-assessed (shipped ridge {unc.RIDGE:g}) --")
+    sits = situations(held)
+    for label, options in variants.items():
+        again = _reassess(held, **options)
+        by_id = {id(h.row): a for h, a in zip(held, again, strict=True)}
+        m, hm, _, _ = regret({k: [by_id[id(h.row)] for h in v] for k, v in sits.items()}, new_rule(DEFAULT_MIN_P_GAIN))
+        print(f"   {label:<66} {_cov(again, lambda h: (h.u.speedup_low, h.u.speedup_high))}; lowest stratum "
+              f"{_worst(again)}; Brier {_brier(again):.3f}; regret left {m:.2f} slowdown {hm:.2f}")
+
+
+_FEATURES = {
+    "model": lambda w: float(w.stratum.family == "model"),
+    "lookup": lambda w: float(w.stratum.family == "lookup"),
+    "serving": lambda w: float(w.stratum.engine == "serving"),
+    "suffix": lambda w: float(w.method == "suffix"),
+    "hw": lambda w: float(w.hardware_known),
+    "tau_spread": lambda w: math.log(max(w.tau_high, w.tau, 1.0) / max(w.tau, 1.0)),
+    "step": lambda w: math.log(max(w.speedup, 1e-3) / max(w.tau, 1.0)),
+}
 
 
 def pool_section(held: list[Held]) -> None:
@@ -180,7 +266,8 @@ def pool_section(held: list[Held]) -> None:
 
         def rng(h: Held, pool=pool, cals=cals):
             cal = cals.setdefault(id(h.calibration), RangeCalibration(h.calibration.points, pool=pool))
-            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high)
+            u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
+                   method=h.row.method)
             return u.speedup_low, u.speedup_high
 
         buckets: dict[str, list[Held]] = {}
@@ -231,13 +318,15 @@ def today(cands: list[Held]) -> Held | None:
     return best if best.speedup >= 1 and best.old[0] >= 1 else None
 
 
-def new_rule(min_p: float):
+def new_rule(min_p: float, point_gain: bool = False):
     def rule(cands: list[Held]) -> Held | None:
         per_method: dict[str, Held] = {}  # recommend's candidates: each method at its best point
         for h in cands:
             if h.row.method not in per_method or h.speedup > per_method[h.row.method].speedup:
                 per_method[h.row.method] = h
-        chosen, _ = pick([Judged(h, h.speedup, h.u) for h in per_method.values()], min_p_gain=min_p)
+        judged = [Judged(h, h.speedup, h.u) for h in per_method.values() if not point_gain or h.speedup > 1]
+        # (point_gain: a variant that also asks for the point above 1x)
+        chosen, _ = pick(judged, min_p_gain=min_p) if judged else (None, [])
         return chosen.candidate if chosen else None
     return rule
 
@@ -267,6 +356,7 @@ def regret_section(held: list[Held]) -> None:
              "best point, no veto": lambda c: max(c, key=lambda h: h.speedup) if max(h.speedup for h in c) > 1 else None,
              "never speculate": lambda c: None}
     rules.update({f"new, P(gain) ≥ {p:.2f}": new_rule(p) for p in P_GRID})
+    rules.update({f"new, P(gain) ≥ {p:.2f} and the point above 1x": new_rule(p, True) for p in (0.7, 0.8, 0.85)})
     for label, rule in rules.items():
         m, h, nm, nh = regret(sits, rule)
         print(f"   {label:<60} left {m:6.2f} ({nm:>2} situations)  slowdown {h:5.2f} ({nh:>2})")

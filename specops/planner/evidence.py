@@ -84,6 +84,8 @@ class Residual:
     moe: bool
     tau: float = 0.0           # predicted tokens per verification step (0: not recorded)
     arch: str | None = None    # the target's ModelSpec.kind(): dense, moe, hybrid, sliding_window, None
+    tau_high: float = 0.0      # upper end of τ's own 80% range (uncertainty.tau_ceiling; 0: not recorded)
+    hardware_known: bool = True  # the row names a GPU the catalog has (else it was predicted on an A100-80GB)
 
     @property
     def error(self) -> float:
@@ -107,6 +109,13 @@ def _target(row: PublishedRow, cat: Catalogs):
     active = re.search(r"-a(\d+(?:\.\d+)?)b\b", name)  # Qwen-style names state the active size: -A3B
     total = row.params_b or size_in_name(name) or 7
     return generic_model(row.target, total, float(active.group(1)) if active and looks_moe(name) else None)
+
+
+def hardware_known(text: str) -> bool:
+    """The published hardware names a GPU of the catalog (:data:`GPUS`); else the row is predicted on an
+    A100-80GB, a guess (`recommend` always knows its --gpu)."""
+    t = text.lower()
+    return any(key in t for key, _ in GPUS)
 
 
 def size_in_name(name: str) -> float | None:
@@ -232,6 +241,8 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
     """Leave-one-source-out residuals of every predictable row (``profiles``: see :func:`predict_row`;
     ``unstated_gamma``: see :func:`predictable`; ``held_out``: sources also left out of every fold's acceptance
     model - a nested fold's outer source, whose speedup rows are already absent from ``rows``)."""
+    from specops.planner.uncertainty import tau_ceiling
+
     rows = rows if rows is not None else load_published()
     cat = catalogs or load_catalogs()
     by_source: dict = {}
@@ -244,7 +255,8 @@ def cross_validate(rows: list[PublishedRow] | None = None, catalogs: Catalogs | 
         priors = by_source[row.source]
         e, setup = predict_row(row, priors, cat, profiles) if row.gamma else predict_at_best_gamma(row, priors, cat, profiles)
         out.append(Residual(row, e.speedup, math.log(row.speedup / e.speedup), gpu_class(setup.gpu.name),
-                            setup.model.is_moe or looks_moe(row.target), e.tau, setup.model.kind()))
+                            setup.model.is_moe or looks_moe(row.target), e.tau, setup.model.kind(),
+                            tau_ceiling(prior_of(row, priors, cat), e.gamma, e.tau), hardware_known(row.hardware)))
     return out
 
 

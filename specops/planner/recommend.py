@@ -647,7 +647,7 @@ def evidence_for(ctx: Context, e: Evaluation):
     stratum = unc.stratum_of(engine=ctx.request.engine, method=e.method, kind=ctx.model.kind(), moe=ctx.model.is_moe,
                              batch=e.effective_batch)
     return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
-                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau))
+                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau), method=e.method)
 
 
 def _judged_line(e: Evaluation, ev) -> str:

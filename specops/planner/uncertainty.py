@@ -18,15 +18,23 @@ being the *sources* it holds, and the parent keeps the rest (a level holding the
 parent adds nothing). A thin stratum is mostly its parent's distribution; a stratum with many
 sources is mostly its own.
 
-**The range** is split-conformal on that distribution: [S·e^q(0.1), S·e^q(0.9)] of the weighted
-residual quantiles for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
+**The difficulty model** (:class:`Difficulty`; locally adaptive, "normalised" conformal): how far off a
+prediction is expected to be depends on what it is, so each residual is written r = μ(x) + σ(x)·z. μ, the bias,
+is a ridge regression of r on a separate-draft-model indicator, the engine class, τ's own spread ln(τ_high/τ) (the acceptance
+model's uncertainty) and the step's share ln(S/τ); σ, the scale, models the mean |r − μ| on the engine class and
+whether the row's hardware was known (a row that names no catalog GPU was predicted on a guessed A100). Both are
+fitted on the calibration points only (in the bench: each nested fold's inner residuals), each source's rows
+weighing rows ** -SOURCE_EXPONENT. The strata's mixtures hold the normalised residuals z = (r − μ)/σ.
+
+**The range** is split-conformal on that distribution: [S·e^(μ+σ·z(0.1)), S·e^(μ+σ·z(0.9))] of the weighted
+quantiles of z for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
 physics: never above τ (the tokens one verification step yields: a step costs at least a plain
 forward, so S ≤ τ) - the *true* τ, so the ceiling is the upper end of τ's own 80% range where the
 acceptance model states one (:func:`tau_ceiling`), the predicted τ elsewhere - never below S/τ (the speedup when every draft is rejected: the cost of drafting
 and verifying for one token). ``width`` is hi/lo.
 
-**P(gain)** = P(S·e^r > 1) under the same distribution, each residual smoothed by a normal kernel of
-BANDWIDTH in ln; **expected speedup** = E[clip(S·e^r, S/τ, τ)].
+**P(gain)** = P(S·e^(μ+σz) > 1) under the same distribution, each residual smoothed by a normal kernel of
+BANDWIDTH in ln; **expected speedup** = E[clip(S·e^(μ+σz), S/τ, τ)].
 
 **The pick** (:func:`pick`): the candidate with the best expected speedup among those whose P(gain)
 is at least the risk level (``--min-p-gain``, default DEFAULT_MIN_P_GAIN) and whose expected speedup
@@ -50,20 +58,21 @@ from functools import lru_cache
 from pydantic import Field
 
 from specops.models import Strict
+from specops.planner.difficulty import Difficulty, Where
 from specops.planner.evidence import SERVING_ENGINES
 
 LEVEL = 0.80
 """Nominal coverage of every range."""
 POOL_SOURCES = 100.0
 """A stratum holding n sources keeps n/(n + POOL_SOURCES) of the weight against its parent. Chosen on
-the nested bench (bench/uncertainty_bench.py; 142 rows, 43 sources): a stratum's rows from other sources
-say little about a new source - with 3 the ranges held 61% of held-out speedups, with 30 68%, with 100
-74% (90% of those the τ bound allows), median hi/lo 2.08 -> 2.26, Brier score of P(gain) 0.102 -> 0.086.
-Sources differ more than strata do: most of what makes one range differ from another is its physics
-bounds (τ, S/τ) and the strata only tilt the shared distribution."""
+the nested bench (bench/uncertainty_bench.py; 142 rows, 43 sources; with the difficulty model): a stratum's
+rows from other sources say little about a new source - with 3 the ranges held 70% of held-out speedups,
+with 30 76%, with 100 80%, 300 79%, median hi/lo 2.13-2.17 throughout. Sources differ more than strata do:
+what makes one range differ from another is the difficulty model (μ, σ) and the physics bounds (τ, S/τ);
+the strata only tilt the shared distribution of z."""
 SOURCE_EXPONENT = 0.5
 """Each residual weighs rows_of_its_source ** -SOURCE_EXPONENT (0: rows count equally; 1: sources do).
-On the bench (pool 100): 0 holds 71% at hi/lo 2.18, 0.5 74% at 2.26, 1 76% at 2.48."""
+On the bench (pool 100, before the difficulty model): 0 held 71% at hi/lo 2.18, 0.5 74% at 2.26, 1 76% at 2.48."""
 BANDWIDTH = 0.05
 """Normal kernel (in ln speedup) that smooths each residual for P(gain)."""
 DEFAULT_MIN_P_GAIN = 0.80
@@ -209,12 +218,23 @@ def calibration_rows() -> list:
 
 @dataclass(frozen=True)
 class ResidualPoint:
-    """One residual: its source (unified), ln(published/predicted), its stratum and citation."""
+    """One residual: its source (unified), ln(published/predicted), its stratum and citation, and what the
+    difficulty model reads (:class:`Difficulty`): the predicted speedup S and τ, τ's ceiling, whether the
+    row's hardware was known (0 speedup: not recorded - the calibration is then not adaptive)."""
 
     source: str
     log_ratio: float
     stratum: Stratum
     cite: str = ""
+    speedup: float = 0.0
+    tau: float = 0.0
+    tau_high: float = 0.0
+    hardware_known: bool = True
+    method: str = ""
+
+    @property
+    def where(self) -> Where:
+        return Where(self.stratum, self.speedup, self.tau, self.tau_high or self.tau, self.hardware_known, self.method)
 
 
 def points_from(residuals: Iterable) -> list[ResidualPoint]:
@@ -223,13 +243,16 @@ def points_from(residuals: Iterable) -> list[ResidualPoint]:
     for r in residuals:
         s = stratum_of(engine=r.row.engine, method=r.row.method, kind=getattr(r, "arch", None), moe=r.moe,
                        batch=r.row.batch)
-        out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60]))
+        out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60],
+                                 r.predicted, r.tau, getattr(r, "tau_high", 0.0) or r.tau,
+                                 getattr(r, "hardware_known", True), r.row.method or ""))
     return out
 
 
 @dataclass(frozen=True)
 class Mixture:
-    """The pooled residual distribution of one stratum: sorted log-ratios with weights summing to 1."""
+    """The pooled distribution of one stratum's normalised residuals z = (r − μ)/σ (:class:`Difficulty`; plain
+    log-ratios where the calibration is not adaptive), sorted, with weights summing to 1."""
 
     logs: tuple[float, ...]
     weights: tuple[float, ...]
@@ -255,11 +278,19 @@ class Mixture:
 
 
 class RangeCalibration:
-    """Residual points and the pooled mixture of each stratum (computed once per stratum)."""
+    """Residual points, the difficulty model fitted on them and the pooled mixture of each stratum's
+    normalised residuals z = (r − μ)/σ (computed once per stratum). ``adaptive``: fit the difficulty model
+    (None: where every point records its prediction; False: plain split-conformal on r)."""
 
-    def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT):
+    def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT,
+                 adaptive: bool | None = None, **difficulty):
         self.points = list(points)
         self.pool, self.exponent = pool, exponent
+        if adaptive is None:
+            adaptive = bool(self.points) and all(p.speedup > 0 and p.tau > 0 for p in self.points)
+        self.difficulty = (Difficulty.fit(self.points, exponent=exponent, **difficulty) if adaptive and self.points
+                           else Difficulty.identity())
+        self.scores = [(p.log_ratio - self.difficulty.mu(p.where)) / self.difficulty.sigma(p.where) for p in self.points]
         self._cache: dict[Stratum, Mixture] = {}
 
     def mixture(self, stratum: Stratum) -> Mixture:
@@ -295,9 +326,9 @@ class RangeCalibration:
             for i, w in own.items():
                 weights[i] = weights.get(i, 0.0) + share * w
             depth, members, own_share = d, mine, share
-        order = sorted(weights, key=lambda i: self.points[i].log_ratio)
+        order = sorted(weights, key=lambda i: self.scores[i])
         cites = tuple(dict.fromkeys(self.points[i].cite for i in sorted(members, key=lambda i: -weights[i])))[:3]
-        return Mixture(tuple(self.points[i].log_ratio for i in order), tuple(weights[i] for i in order), depth,
+        return Mixture(tuple(self.scores[i] for i in order), tuple(weights[i] for i in order), depth,
                        len(members), len({self.points[i].source for i in members}), cites, own_share)
 
 
@@ -325,6 +356,10 @@ class Uncertainty(Strict):
                        "architecture: the range leans on coarser strata.")
     median_error: float = Field(description="Weighted median |ln(published/predicted)| of the distribution.")
     cited: list[str] = Field(default_factory=list, description="Up to three sources of the deepest stratum.")
+    bias: float = Field(0.0, description="μ: the ln(published/predicted) the difficulty model expects here "
+                        "(positive: the point model tends to underpredict such setups); the range is centred on it.")
+    scale: float = Field(1.0, description="σ: how far off, in ln speedup, the difficulty model expects such a "
+                         "prediction to be, relative to the calibration's normalised residuals.")
 
     # names the plan and the old evidence object shared
     @property
@@ -335,29 +370,36 @@ class Uncertainty(Strict):
         near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
         ceiling = (f"τ {self.tau:.2f}" if self.tau_high <= self.tau + 5e-4 else
                    f"τ's upper end {self.tau_high:.2f} (τ {self.tau:.2f})")
+        fit = ("" if self.bias == 0 and self.scale == 1 else
+               f"; such predictions ran {self.bias:+.2f} in ln on average (σ {self.scale:.2f})")
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from out-of-source errors on "
-                f"published rows: {self.rows} rows ({self.sources} sources) with the same {self.matched_on} "
+                f"published rows{fit}: {self.rows} rows ({self.sources} sources) with the same {self.matched_on} "
                 f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled from coarser strata; bounded by "
                 f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
-           level: float = LEVEL, tau_high: float | None = None) -> Uncertainty:
+           level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
+           method: str = "") -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): the upper end of τ's own range - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
-    the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S)."""
+    the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S).
+    The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture)."""
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
+    where = Where(stratum, speedup, tau, high, hardware_known, method)
+    mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
+    logs = [mu + sigma * z for z in mix.logs]
     cap, floor = max(high, speedup), min(speedup / tau, speedup)
-    lo_q, hi_q = mix.quantile((1 - level) / 2), mix.quantile((1 + level) / 2)
+    lo_q, hi_q = mu + sigma * mix.quantile((1 - level) / 2), mu + sigma * mix.quantile((1 + level) / 2)
     lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
     hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
-    p = mix.p_above(-math.log(speedup)) if speedup > 0 else 0.0
-    expected = sum(w * min(cap, max(floor, speedup * math.exp(r))) for r, w in zip(mix.logs, mix.weights, strict=True))
-    errs = sorted(zip((abs(r) for r in mix.logs), mix.weights, strict=True))
+    p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
+    expected = sum(w * min(cap, max(floor, speedup * math.exp(r))) for r, w in zip(logs, mix.weights, strict=True))
+    errs = sorted(zip((abs(r) for r in logs), mix.weights, strict=True))
     acc, med = 0.0, 0.0
     for e, w in errs:
         acc += w
@@ -373,7 +415,7 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
                        rows=mix.own_rows, sources=mix.own_sources, matched_on=LEVELS[mix.depth],
                        own_weight=round(mix.own_share, 3),
                        stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH, median_error=round(med, 3),
-                       cited=list(mix.cites))
+                       cited=list(mix.cites), bias=round(mu, 3), scale=round(sigma, 3))
 
 
 def tau_ceiling(prior, gamma: int, tau: float) -> float:
@@ -427,7 +469,7 @@ def eligible(j: Judged, min_p_gain: float) -> bool:
 
 def pick(judged: Sequence[Judged], *, min_p_gain: float, score: Callable[[Judged], float] | None = None):
     """(chosen or None, refused): the best expected score among candidates with P(gain) ≥ ``min_p_gain``
-    and an expected speedup above 1, and the better-by-point candidates refused on the way (falling
+    and an expected speedup above 1 (:func:`eligible`), and the better-by-point candidates refused on the way (falling
     through them, not to no speculation). ``score`` defaults to the expected speedup."""
     score = score or (lambda j: j.expected)
     ok = [j for j in judged if eligible(j, min_p_gain)]
