@@ -371,11 +371,11 @@ class Uncertainty(Strict):
         ceiling = (f"τ {self.tau:.2f}" if self.tau_high <= self.tau + 5e-4 else
                    f"τ's upper end {self.tau_high:.2f} (τ {self.tau:.2f})")
         fit = ("" if self.bias == 0 and self.scale == 1 else
-               f"; such predictions ran {self.bias:+.2f} in ln on average (σ {self.scale:.2f})")
+               f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
-                f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from out-of-source errors on "
-                f"published rows{fit}: {self.rows} rows ({self.sources} sources) with the same {self.matched_on} "
-                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled from coarser strata; bounded by "
+                f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
+                f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
+                f"({self.stratum}) weigh {self.own_weight:.0%}, coarser strata the rest; bounded by "
                 f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
 
 

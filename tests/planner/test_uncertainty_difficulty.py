@@ -64,7 +64,7 @@ def test_a_kind_of_prediction_that_has_run_low_is_centred_above_its_point():
     assert model.speedup_low == pytest.approx(0.9) and model.speedup_high > 0.9 * math.exp(0.4)
     assert model.p_gain > 0.95 and head.p_gain < 0.2  # 0.9·e^±0.05 < 1
     assert model.expected_speedup == pytest.approx(0.9 * math.exp(0.4), rel=0.06)
-    assert f"such predictions ran {model.bias:+.2f} in ln" in model.line()
+    assert f"such predictions ran {model.bias:+.2f} ln" in model.line()
 
 
 def test_rows_whose_hardware_was_guessed_widen_only_their_own_kind():
