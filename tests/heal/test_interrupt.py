@@ -82,9 +82,10 @@ def test_heal_refuses_two_prompt_sources_on_one_line(cli, tmp_path):
 def test_heal_dry_run_prints_the_plan_and_takes_no_lease(cli, mini_models, incumbent_process, tmp_path):
     with open_registry() as reg:
         register_local_stale_case(reg, mini_models, incumbent_process)
-    data = write_prompts(prose_prompts(20, offset=2000, stride=500), tmp_path / "prompts.jsonl")
+    data = write_prompts(prose_prompts(30, offset=2000, stride=500), tmp_path / "prompts.jsonl")
     r = cli("heal", "--deployment", "chat", "--data", str(data), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "specops.retrain.local" in r.stdout and "chat-canary" in r.stdout and "promote (restart)" in r.stdout
+    assert "same 24 held-out prompts, prompt by prompt, a sequential test" in r.stdout
     with open_registry() as reg:
         assert reg.retrain_jobs(limit=5) == []
