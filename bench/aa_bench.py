@@ -95,7 +95,7 @@ def simulate(w: list[tuple[str, float]], runs: int, how, seed: int = 0) -> tuple
     for _ in range(runs):
         a, b = how(rng, w, PARAMS.budget)
         t = Sequential(PARAMS)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             if t.add(y - x):
                 break
         better += t.decision == "better"

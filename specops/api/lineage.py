@@ -51,7 +51,7 @@ def show(ref: str, db: str | None = None) -> list[dict]:
     if not pick:
         raise unknown("model", ref, {x.name for x in everything}, fix="list them with `specops lineage list`")
     rows = [json.loads(x.model_dump_json()) | {"kind": "draft" if hasattr(x, "method") else "target"} for x in pick]
-    for row, x in zip(rows, pick):
+    for row, x in zip(rows, pick, strict=True):
         if row["kind"] == "draft":
             row["canary_tests"] = canary_tests(reg, x.ref)
     return rows
