@@ -209,7 +209,7 @@ def _canary_tested(deployment: str, candidate: str, prompts: list[str], *, regis
                    port: int | None, progress, test: SequentialTest) -> CanaryResult:
     from specops.engines import local
     from specops.engines.manage import stop
-    from specops.heal.canarytest import METRIC, TRAFFIC_LOCAL, _Arm, paired_test
+    from specops.heal.canarytest import METRIC, TRAFFIC_LOCAL, EngineArm, paired_test
     from specops.retrain.acceptance import prompts_sha256
     from specops.retrain.types import Decision
 
@@ -224,8 +224,8 @@ def _canary_tested(deployment: str, candidate: str, prompts: list[str], *, regis
     try:
         t = datetime.now(timezone.utc)
         headers = _headers(dep.api_key_env)
-        inc_arm = _Arm(deployment, dep.endpoint, dep.served_model_name, headers)
-        cand_arm = _Arm(name, started.endpoint, spec.served_name(), headers)
+        inc_arm = EngineArm(deployment, dep.endpoint, dep.served_model_name, headers)
+        cand_arm = EngineArm(name, started.endpoint, spec.served_name(), headers)
         used = prompts[: test.budget]
         if progress:
             progress(f"canary test: {dep.draft_ref} vs {candidate}, prompt by prompt, at most {len(used)} of "

@@ -24,7 +24,7 @@ TRAFFIC_LOCAL = "replayed-prompts"
 METRIC = "acceptance-rate difference (accepted/drafted tokens) per replayed prompt, candidate - incumbent"
 
 
-class _Arm:
+class EngineArm:
     """One engine: sends a prompt and reads that request's accepted and drafted tokens."""
 
     def __init__(self, deployment: str, endpoint: str, served: str | None, headers: dict) -> None:
@@ -69,7 +69,7 @@ def _sha(prompt: str) -> str:
     return hashlib.sha256(prompt.encode()).hexdigest()[:12]
 
 
-def paired_test(incumbent: _Arm, candidate: _Arm, prompts: list[str], test: SequentialTest, *, max_tokens: int,
+def paired_test(incumbent: EngineArm, candidate: EngineArm, prompts: list[str], test: SequentialTest, *, max_tokens: int,
                 progress=None) -> tuple[Sequential, list[dict]]:
     """Run the test over ``prompts`` (at most ``test.budget``); returns it (stopped) and its samples."""
     seq = Sequential(test)

@@ -112,8 +112,8 @@ class _Bet:
         self.log_wealth = 0.0
 
     def bet(self) -> float:
-        if self.n == 0:
-            return 0.0
+        if self.n == 0:  # fixed in advance (no data yet): half the cap
+            return self.cap / 2
         mean = self.total / self.n
         var = max(self.sq / self.n - mean * mean, 0.0)
         edge = mean - self.m
