@@ -11,7 +11,14 @@ import random
 
 import pytest
 
-from specops.heal.sequential import Sequential, SequentialTest, binomial_upper, rate_difference, run, simulated_power
+from specops.heal.sequential import (
+    Sequential,
+    SequentialTest,
+    binomial_upper,
+    rate_difference,
+    run,
+    simulated_power,
+)
 
 
 def _binomial_tail(n: int, p: float, k: int) -> float:
