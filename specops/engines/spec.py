@@ -204,6 +204,10 @@ class CanaryBlock(_Strict):
     budget: int = Field(48, ge=2, le=100000, description="Most windows the test may use; spent without a "
                         "decision it is 'no decision' (could not evaluate; no promotion).")
 
+    def replicas_next_to(self, stable: int) -> int:
+        """Canary replicas next to ``stable`` whose share of the traffic is closest to ``share`` (>= 1)."""
+        return min(range(1, max(stable, 1) * 20 + 2), key=lambda n: (abs(n / (n + stable) - self.share), n))
+
 
 class Expectations(_Strict):
     """What the deployment should see, with where it came from: the alerts and runbooks compare the live

@@ -221,8 +221,8 @@ def rate_difference(candidate: tuple[float, float], incumbent: tuple[float, floa
 
 
 def binomial_upper(k: int, n: int, confidence: float = 0.95) -> float:
-    """One-sided Clopper-Pearson upper bound on a rate seen ``k`` times in ``n`` runs (by bisection on
-    the binomial tail; pure Python)."""
+    """One-sided Clopper-Pearson upper bound on a rate seen ``k`` times in ``n`` runs: the p at which
+    P(X <= k) = 1 - confidence (the binomial tail solved by :func:`specops.speculation.bisect`)."""
     if n <= 0:
         raise ValueError("n must be positive")
     if k >= n:
@@ -234,11 +234,6 @@ def binomial_upper(k: int, n: int, confidence: float = 0.95) -> float:
         return sum(math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
                    for i in range(k + 1))
 
-    lo, hi = k / n, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if tail(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    from specops.speculation import bisect  # the one solver
+
+    return bisect(lambda p: 1.0 - tail(p), 1.0 - target, k / n, 1.0)

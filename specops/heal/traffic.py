@@ -16,11 +16,11 @@ from specops.heal.sequential import SequentialTest, rate_difference
 
 
 def canary_replicas(stable: int, share: float) -> int:
-    """Canary replicas next to ``stable`` replicas whose traffic share is closest to ``share`` (>= 1)."""
-    if not 0 < share < 1:
-        raise ValueError(f"share must be in (0, 1) (got {share})")
-    best = min(range(1, max(stable, 1) * 20 + 2), key=lambda n: (abs(n / (n + stable) - share), n))
-    return best
+    """Canary replicas next to ``stable`` replicas whose traffic share is closest to ``share`` (>= 1);
+    what `specops deploy --canary-of` applies (:meth:`specops.engines.spec.CanaryBlock.replicas_next_to`)."""
+    from specops.engines.spec import CanaryBlock
+
+    return CanaryBlock(share=share).replicas_next_to(stable)
 
 
 def sequential_params(block) -> SequentialTest:

@@ -220,10 +220,8 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
     if canary_of:
         _check_stable(cluster, canary_of, ns, dep_obj)
         if replicas is None and spec.canary is not None:  # the share of live traffic the spec asks for
-            from specops.heal.traffic import canary_replicas
-
             stable_n = (cluster.get("apps/v1", "Deployment", canary_of, ns) or {}).get("spec", {}).get("replicas", 1)
-            n = canary_replicas(stable_n, spec.canary.share)
+            n = spec.canary.replicas_next_to(stable_n)
             objs = render_manifests(spec, canary_of=canary_of, replicas=n, thresholds=thresholds, monitoring=monitoring)
             result.objects, dep_obj = objs, next(o for o in objs if o["kind"] == "Deployment")
             result.notes.append(f"canary replicas {n} next to {stable_n} stable: {n / (n + stable_n):.0%} of the "
