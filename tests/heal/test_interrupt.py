@@ -89,3 +89,18 @@ def test_heal_dry_run_prints_the_plan_and_takes_no_lease(cli, mini_models, incum
     assert "same 24 held-out prompts, prompt by prompt, a sequential test" in r.stdout
     with open_registry() as reg:
         assert reg.retrain_jobs(limit=5) == []
+
+
+@pytest.mark.parametrize(("option", "value", "word"), [("--alpha", "0.9", "alpha"), ("--budget", "1", "budget"),
+                                                      ("--min-gain", "1.5", "min_gain")])
+def test_heal_refuses_a_bad_canary_test_parameter_on_one_line_and_its_fix_gets_past_it(cli, tmp_path, option, value,
+                                                                                        word):
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"prompt": "x"}\n')
+    r = cli("heal", "--deployment", "nowhere", "--data", str(data), option, value)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: canary test: {word}") and "To fix: use --alpha in (0, 0.5]" in line
+    fixed = {"--alpha": "0.05", "--budget": "8", "--min-gain": "0.05"}[option]  # what the fix says
+    r = cli("heal", "--deployment", "nowhere", "--data", str(data), option, fixed)
+    assert r.returncode == 2 and "canary test" not in r.stderr and "nowhere" in r.stderr
