@@ -72,9 +72,9 @@ def _table(o) -> None:
              f"{c.candidate_run.acceptance.acceptance_rate:.3f}")
         if c.verdict is not None:
             v = c.verdict
-            echo(f"canary test {c.canary_test_id} ({c.traffic}): {v.decision}: {v.line()}; false-promotion rate "
-                 f"<= {v.alpha:g} (stated), wealth better {v.wealth_better:.3g} / worse {v.wealth_worse:.3g} "
-                 f"(stops at {1 / v.alpha:g})")
+            echo(f"canary test {c.canary_test_id}: {v.line()}; false-promotion rate <= {v.alpha:g} (stated); wealth "
+                 f"better {v.wealth_better:.3g} / worse {v.wealth_worse:.3g} (stops at {1 / v.alpha:g}); traffic: "
+                 f"{c.traffic}")
     echo(f"{o.deployment}: {o.status}; serving {o.serving_draft} at {o.endpoint} ({o.seconds:.0f}s)")
     if o.reason:
         echo(f"reason: {o.reason}")

@@ -91,7 +91,8 @@ class Verdict(Strict):
     def line(self) -> str:
         """One line for people."""
         gain = f"mean gain {self.mean_gain:+.3f}" if self.mean_gain is not None else "no samples"
-        power = f", power {self.power:.2f} at +{self.design_effect:g}" if self.power is not None else ""
+        power = (f", power {self.power:.2f} for a gain of {self.min_gain + self.design_effect:g}"
+                 if self.power is not None else "")
         what = {"better": "better", "worse": "worse",
                 "no-decision": "no decision within the budget (could not evaluate; not promoted)"}[self.decision]
         if not self.stopped:
