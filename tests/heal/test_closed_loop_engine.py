@@ -78,7 +78,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
                     f"serve: {{port: {port}, served_model_name: tiny}}\nlocal: {{startup_timeout_s: 900}}\n")
     endpoint = f"http://127.0.0.1:{port}"
     traffic = prose_prompts(6, offset=3000, stride=700) + CODE
-    data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(24, offset=21000, stride=1400),
+    data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(24, offset=19800, stride=460),
                          tmp_path / "prompts.jsonl")
     timings = {}
     try:
