@@ -11,9 +11,9 @@ from specops.registry import open_registry
 
 
 def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool = False,
-         params: str | dict | None = None, heldout: int = 8, min_gain: float = 0.05, floor: float = 0.0,
+         params: str | dict | None = None, heldout: int = 24, min_gain: float = 0.05, floor: float = 0.0,
          max_tokens: int = 48, handover: str = "restart", dry_run: bool = False, reason: str | None = None,
-         db: str | None = None, progress=None) -> HealOutcome:
+         alpha: float = 0.05, budget: int | None = None, db: str | None = None, progress=None) -> HealOutcome:
     """Retrain the stale draft of ``deployment``, validate it, canary it against the incumbent, promote or
     roll back (see specops.heal.run)."""
     from specops.heal import heal as run
@@ -22,4 +22,4 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
     with open_registry(db) as reg:
         return run(deployment, data=data, from_traffic=from_traffic, params=extra, heldout=heldout,
                    min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run,
-                   reason=reason, registry=reg, progress=progress)
+                   reason=reason, alpha=alpha, budget=budget, registry=reg, progress=progress)

@@ -50,7 +50,28 @@ def show(ref: str, db: str | None = None) -> list[dict]:
     pick = [x for x in everything if x.name == name and (not version or x.version == version)]
     if not pick:
         raise unknown("model", ref, {x.name for x in everything}, fix="list them with `specops lineage list`")
-    return [json.loads(x.model_dump_json()) | {"kind": "draft" if hasattr(x, "method") else "target"} for x in pick]
+    rows = [json.loads(x.model_dump_json()) | {"kind": "draft" if hasattr(x, "method") else "target"} for x in pick]
+    for row, x in zip(rows, pick, strict=True):
+        if row["kind"] == "draft":
+            row["canary_tests"] = canary_tests(reg, x.ref)
+    return rows
+
+
+def canary_tests(reg, draft_ref: str) -> list[dict]:
+    """The canary tests a draft took part in (as candidate or incumbent), newest first, one dict each:
+    the decision, samples of the budget, the stated false-promotion rate, the traffic, and a line."""
+    out = []
+    for t in reg.canary_tests(draft=draft_ref, limit=20):
+        role = "candidate" if t.candidate == draft_ref else "incumbent"
+        line = (f"#{t.id} {t.finished_at:%Y-%m-%d %H:%M} on {t.deployment}: {t.candidate} vs {t.incumbent or '-'}: "
+                f"{t.decision} after {t.samples}/{t.budget} samples (alpha {t.alpha:g}, margin {t.min_gain:g}"
+                + (f", mean gain {t.mean_gain:+.3f}" if t.mean_gain is not None else "")
+                + (f", power {t.power:.2f}" if t.power is not None else "") + f"; {t.traffic})")
+        out.append({"id": t.id, "role": role, "deployment": t.deployment, "candidate": t.candidate,
+                    "incumbent": t.incumbent, "decision": t.decision, "samples": t.samples, "budget": t.budget,
+                    "alpha": t.alpha, "min_gain": t.min_gain, "power": t.power, "mean_gain": t.mean_gain,
+                    "traffic": t.traffic, "line": line})
+    return out
 
 
 def tree(db: str | None = None) -> list[dict]:

@@ -25,9 +25,13 @@ def heal(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; run nothing, take no lease."),
     params: Optional[str] = typer.Option(None, "--params", help="Local backend parameters as JSON, e.g. "
                                          "'{\"steps\": 300}' (see docs/retrain.md)."),
-    heldout: int = typer.Option(8, "--heldout", help="Prompts kept out of training: the held-out check and the "
-                                "canary's prompt set."),
-    min_gain: float = typer.Option(0.05, "--min-gain", help="Acceptance gain over the incumbent needed to promote."),
+    heldout: int = typer.Option(24, "--heldout", help="Prompts kept out of training: the held-out check and the "
+                                "canary test's prompts."),
+    min_gain: float = typer.Option(0.05, "--min-gain", help="Acceptance gain over the incumbent the canary test must "
+                                   "show to promote (its margin)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="The canary test's stated false-promotion rate."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most prompt pairs the canary test may use "
+                                         "(default: --heldout); spent without a decision it rolls back."),
     floor: float = typer.Option(0.0, "--floor", help="Acceptance rate the candidate must reach anyway."),
     max_tokens: int = typer.Option(48, "--max-tokens", help="Tokens generated per canary prompt."),
     handover: str = typer.Option("restart", "--handover", help="restart: restart the deployment on its port with "
@@ -46,8 +50,8 @@ def heal(
 
     progress = show if output == "table" else None
     outcome = run(deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout, min_gain=min_gain,
-                  floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run, reason=reason, db=db,
-                  progress=progress)
+                  floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run, reason=reason, alpha=alpha,
+                  budget=budget, db=db, progress=progress)
     emit(outcome, output, _table)
 
 
@@ -66,6 +70,11 @@ def _table(o) -> None:
         echo(f"canary acceptance (engine counters, {c.candidate_run.acceptance.num_prompts} prompts): incumbent "
              f"{c.incumbent.draft if c.incumbent else '-'} {inc}, candidate {c.candidate} "
              f"{c.candidate_run.acceptance.acceptance_rate:.3f}")
+        if c.verdict is not None:
+            v = c.verdict
+            echo(f"canary test {c.canary_test_id}: {v.line()}; false-promotion rate <= {v.alpha:g} (stated); wealth "
+                 f"better {v.wealth_better:.3g} / worse {v.wealth_worse:.3g} (stops at {1 / v.alpha:g}); traffic: "
+                 f"{c.traffic}")
     echo(f"{o.deployment}: {o.status}; serving {o.serving_draft} at {o.endpoint} ({o.seconds:.0f}s)")
     if o.reason:
         echo(f"reason: {o.reason}")

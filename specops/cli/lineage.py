@@ -110,6 +110,8 @@ def _facts_tables(rows: list[dict]) -> None:
 
     out = console()
     for row in rows:
+        row = dict(row)
+        tests = row.pop("canary_tests", None) or []
         ref = f"{row.get('name')}@{row.get('version')}"
         t = Table(title=escape(f"{row.get('kind', 'model')} {ref}"), show_header=True)
         t.add_column("field", no_wrap=True)
@@ -118,6 +120,8 @@ def _facts_tables(rows: list[dict]) -> None:
             shown = "-" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
             t.add_row(escape(key), escape(shown))
         out.print(t)
+        for test in tests:  # the canary tests it took part in (specops heal), newest first
+            out.print(escape(f"canary test {test['line']}"), soft_wrap=True)
 
 
 @lineage_app.command("tree")

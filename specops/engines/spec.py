@@ -189,6 +189,26 @@ class KubernetesBlock(_Strict):
     kserve: bool = Field(False, description="Also render a KServe LLMInferenceService.")
 
 
+class CanaryBlock(_Strict):
+    """The canary's share of live traffic and its sequential test (docs/heal.md). On Kubernetes (`specops
+    deploy SPEC --platform kubernetes --canary-of STABLE`) the canary's replicas behind the stable's Service
+    are set from ``share``; one sample compares the canary's and the stable's acceptance over the same
+    ``window_s``. Locally `specops heal` replays held-out prompts instead (its --alpha/--budget/--min-gain)."""
+
+    share: float = Field(0.1, gt=0, lt=1, description="Share of the Service's traffic the canary takes: its "
+                         "replicas are the count (at least 1) closest to share x (stable + canary).")
+    window_s: int = Field(300, ge=30, le=86400, description="Seconds per window (one sample: both arms' "
+                          "acceptance over the same window).")
+    alpha: float = Field(0.05, gt=0, le=0.5, description="Stated false-promotion rate of the test.")
+    min_gain: float = Field(0.0, ge=0, lt=1, description="Acceptance-rate gain over the stable needed to promote.")
+    budget: int = Field(48, ge=2, le=100000, description="Most windows the test may use; spent without a "
+                        "decision it is 'no decision' (could not evaluate; no promotion).")
+
+    def replicas_next_to(self, stable: int) -> int:
+        """Canary replicas next to ``stable`` whose share of the traffic is closest to ``share`` (>= 1)."""
+        return min(range(1, max(stable, 1) * 20 + 2), key=lambda n: (abs(n / (n + stable) - self.share), n))
+
+
 class Expectations(_Strict):
     """What the deployment should see, with where it came from: the alerts and runbooks compare the live
     acceptance with these numbers (``specops recommend -o deployment`` writes them)."""
@@ -214,6 +234,8 @@ class DeploymentSpec(_Strict):
     serve: ServeBlock = Field(default_factory=ServeBlock, description="Serving.")
     local: LocalBlock = Field(default_factory=LocalBlock, description="Local-process settings.")
     kubernetes: KubernetesBlock = Field(default_factory=KubernetesBlock, description="Kubernetes settings.")
+    canary: CanaryBlock | None = Field(None, description="As a canary: its traffic share and sequential test "
+                                       "(see docs/heal.md).")
     expectations: Expectations | None = Field(
         None, description="Expected and break-even acceptance (per-deployment alert thresholds; see docs/kubernetes.md).")
 

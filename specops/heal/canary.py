@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from specops.engines.local import free_port
 from specops.errors import InputError, MeasurementError
+from specops.heal.sequential import SequentialTest
 from specops.heal.types import CanaryResult, EngineAcceptance
 from specops.retrain.types import Comparison, DraftAcceptance
 
@@ -105,9 +106,17 @@ def candidate_spec(spec, *, name: str, draft, target_ref: str, port: int):
 
 def canary_local(deployment: str, candidate: str, prompts: list[str], *, registry, max_tokens: int = 48,
                  min_gain: float = 0.0, floor: float = 0.0, port: int | None = None,
-                 progress=None) -> CanaryResult:
+                 progress=None, test: SequentialTest | None = None) -> CanaryResult:
     """Measure the incumbent engine, start the canary engine with ``candidate``, measure it on the same
-    prompts, decide. The canary engine is left running; on any failure it is stopped."""
+    prompts, decide. The canary engine is left running; on any failure it is stopped.
+
+    With ``test`` (what `specops heal` passes) the decision is the sequential test's
+    (:mod:`specops.heal.canarytest`): prompt by prompt on both engines, promote only on "better", the
+    test recorded in the registry (``canary_test``). Without it, the two engines' acceptance over all
+    prompts is compared with ``min_gain`` (a point comparison with no stated error rate)."""
+    if test is not None:
+        return _canary_tested(deployment, candidate, prompts, registry=registry, max_tokens=max_tokens, floor=floor,
+                              port=port, progress=progress, test=test)
     from specops.engines import local
     from specops.engines.deploy import deploy_local
     from specops.engines.manage import stop
@@ -158,3 +167,101 @@ def canary_local(deployment: str, candidate: str, prompts: list[str], *, registr
                         candidate=candidate, target=draft.target, incumbent=incumbent, candidate_run=cand,
                         comparison=comparison, decision=decision, started_in_s=started.started_in_s)
 
+
+
+def _start_canary(reg, deployment: str, candidate: str, *, port: int | None, progress):
+    """(deployment row, candidate draft, saved spec, γ, canary name, started engine)."""
+    from specops.engines.deploy import deploy_local
+
+    dep = reg.get_deployment(deployment)
+    if dep.platform != "local":
+        raise InputError(f"deployment {deployment} runs on {dep.platform}", "the local canary is for local engines; "
+                         "on Kubernetes use `specops deploy SPEC --canary-of NAME`")
+    draft = reg.get_draft(candidate)
+    spec = saved_spec(deployment)
+    gamma = spec.speculative.num_speculative_tokens or 3
+    name = canary_name(deployment)
+    cspec = candidate_spec(spec, name=name, draft=draft, target_ref=draft.target,
+                           port=port or free_port(spec.serve.host if spec.serve.host != "0.0.0.0" else "127.0.0.1"))
+    if progress:
+        progress(f"canary: starting {name} ({candidate} on {draft.target}) on port {cspec.serve.port}")
+    started = deploy_local(cspec, registry=reg, check=False, progress=progress)
+    return dep, draft, spec, gamma, name, started
+
+
+def _acceptance(arm, *, deployment: str, draft: str | None, prompts: int, gamma: int, max_tokens: int) -> EngineAcceptance:
+    m = arm.total()
+    if m.counter_reset or not m.num_draft_tokens or not m.num_drafts:
+        raise MeasurementError(f"{deployment}: no speculative drafts counted over {prompts} prompts"
+                               + (" (the engine restarted meanwhile)" if m.counter_reset else ""),
+                               "check that the deployment speculates (specops status) and run the canary again")
+    acceptance = DraftAcceptance(acceptance_rate=min(1.0, m.acceptance_rate or 0.0),
+                                 mean_acceptance_length=m.mean_acceptance_length,
+                                 per_position=[round(x or 0.0, 6) for x in m.per_position_rate],
+                                 num_drafts=int(m.num_drafts), num_draft_tokens=int(m.num_draft_tokens),
+                                 num_accepted_tokens=int(m.num_accepted_tokens or 0), num_prompts=prompts,
+                                 gamma=m.num_speculative_tokens or gamma, max_new_tokens=max_tokens)
+    return EngineAcceptance(deployment=deployment, endpoint=arm.endpoint, draft=draft, acceptance=acceptance,
+                            seconds=round(arm.seconds, 2))
+
+
+def _canary_tested(deployment: str, candidate: str, prompts: list[str], *, registry, max_tokens: int, floor: float,
+                   port: int | None, progress, test: SequentialTest) -> CanaryResult:
+    from specops.engines import local
+    from specops.engines.manage import stop
+    from specops.heal.canarytest import METRIC, TRAFFIC_LOCAL, EngineArm, paired_test
+    from specops.retrain.acceptance import prompts_sha256
+    from specops.retrain.types import Decision
+
+    reg = registry
+    if not prompts:
+        raise InputError("no canary prompts", "give at least one held-out prompt")
+    dep = reg.get_deployment(deployment)
+    if not (dep.status == "running" and local.alive(dep.pid, dep.pid_start_time)):
+        raise InputError(f"the incumbent {deployment} is not serving, so the canary has nothing to test against",
+                         f"start it (specops restart {deployment}) and heal again")
+    dep, draft, spec, gamma, name, started = _start_canary(reg, deployment, candidate, port=port, progress=progress)
+    try:
+        t = datetime.now(timezone.utc)
+        headers = _headers(dep.api_key_env)
+        inc_arm = EngineArm(deployment, dep.endpoint, dep.served_model_name, headers)
+        cand_arm = EngineArm(name, started.endpoint, spec.served_name(), headers)
+        used = prompts[: test.budget]
+        if progress:
+            progress(f"canary test: {dep.draft_ref} vs {candidate}, prompt by prompt, at most {len(used)} of "
+                     f"{test.budget} samples (alpha {test.alpha:g}, margin {test.min_gain:g})")
+        seq, samples = paired_test(inc_arm, cand_arm, used, test, max_tokens=max_tokens, progress=progress)
+        n = len(samples)
+        incumbent = _acceptance(inc_arm, deployment=deployment, draft=dep.draft_ref, prompts=n, gamma=gamma,
+                                max_tokens=max_tokens)
+        cand = _acceptance(cand_arm, deployment=name, draft=candidate, prompts=n, gamma=gamma, max_tokens=max_tokens)
+        record(reg, incumbent, started=t, extra={"role": "incumbent"})
+        record(reg, cand, started=t, extra={"role": "candidate", "incumbent_deployment": deployment})
+        verdict = seq.verdict()
+    except BaseException:
+        stop(name, registry=reg, grace_s=10)
+        raise
+    comparison = Comparison(target=draft.target, incumbent=dep.draft_ref, candidate=candidate,
+                            prompts_sha256=prompts_sha256(prompts[:n]), incumbent_acceptance=incumbent.acceptance,
+                            candidate_acceptance=cand.acceptance, min_gain=test.min_gain, floor=floor)
+    traffic = f"{TRAFFIC_LOCAL} ({n} held-out prompts replayed to both engines, not live traffic)"
+    row = reg.record_canary_test(deployment, candidate=candidate, incumbent=dep.draft_ref, target=draft.target,
+                                 canary=name, traffic=TRAFFIC_LOCAL, metric=METRIC,
+                                 verdict=verdict.model_dump(mode="json"), data=samples, started_at=t)
+    nums = dict(candidate_rate=round(cand.acceptance.acceptance_rate, 4),
+                incumbent_rate=round(incumbent.acceptance.acceptance_rate, 4))
+    line = f"canary test {row.id}: {verdict.line()}; {traffic}"
+    if verdict.decision == "better" and cand.acceptance.acceptance_rate < floor:
+        decision = Decision(action="rollback", reason=f"{line}; but the candidate's acceptance "
+                            f"{cand.acceptance.acceptance_rate:.3f} is below the floor {floor:.3f}", **nums)
+    else:
+        decision = Decision(action="promote" if verdict.decision == "better" else "rollback", reason=line, **nums)
+    reg.record_validation_run(deployment, checklist="heal/canary", passed=decision.action == "promote",
+                              summary={"comparison": comparison.model_dump(mode="json"),
+                                       "decision": decision.model_dump(mode="json"), "canary": name,
+                                       "canary_test": row.id, "verdict": verdict.model_dump(mode="json"),
+                                       "measured_by": "per-request spec-decode acceptance, sequential test"})
+    return CanaryResult(deployment=deployment, canary=name, canary_endpoint=started.endpoint, canary_running=True,
+                        candidate=candidate, target=draft.target, incumbent=incumbent, candidate_run=cand,
+                        comparison=comparison, decision=decision, started_in_s=started.started_in_s,
+                        verdict=verdict, canary_test_id=row.id, traffic=traffic)

@@ -74,7 +74,8 @@ def promote_local(deployment: str, canary: CanaryResult, *, registry, handover: 
                      f"({handover}; canary acceptance {was} -> {c.candidate_acceptance.acceptance_rate:.3f})",
                      reason=reason or canary.decision.reason,
                      data={"from": before.draft_ref, "to": draft.ref, "target": draft.target, "handover": handover,
-                           "endpoint": row.endpoint, "canary": canary.canary})
+                           "endpoint": row.endpoint, "canary": canary.canary, "canary_test": canary.canary_test_id,
+                           "verdict": canary.verdict.line() if canary.verdict else None})
     return row
 
 
@@ -126,7 +127,8 @@ def restore_incumbent(deployment: str, *, registry, progress=None) -> str:
     return "restarted"
 
 
-def rollback_local(deployment: str, *, registry, canary: str | None = None, reason: str, progress=None) -> str:
+def rollback_local(deployment: str, *, registry, canary: str | None = None, reason: str, progress=None,
+                   canary_test: int | None = None) -> str:
     """Stop the canary engine (if any) and keep or bring back the incumbent; record ``heal.rollback``."""
     from specops.engines import local
     from specops.engines.manage import stop
@@ -143,5 +145,5 @@ def rollback_local(deployment: str, *, registry, canary: str | None = None, reas
     how = restore_incumbent(deployment, registry=reg, progress=progress)
     row = reg.get_deployment(deployment)
     reg.record_event("heal.rollback", deployment, f"{deployment} keeps {row.draft_ref} ({how})", reason=reason[:2000],
-                     data={"draft": row.draft_ref, "canary": canary, "incumbent": how})
+                     data={"draft": row.draft_ref, "canary": canary, "incumbent": how, "canary_test": canary_test})
     return how

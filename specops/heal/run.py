@@ -41,6 +41,20 @@ class _Steps:
         return s
 
 
+def canary_test_params(*, alpha: float, min_gain: float, budget: int):
+    """The canary's :class:`~specops.heal.sequential.SequentialTest`; bad values are one InputError."""
+    from pydantic import ValidationError
+
+    from specops.heal.sequential import SequentialTest
+
+    try:
+        return SequentialTest(alpha=alpha, min_gain=min_gain, budget=budget)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise InputError(f"canary test: {'.'.join(str(x) for x in e['loc'])}: {e['msg']} (got {e.get('input')!r})",
+                         "use --alpha in (0, 0.5], --min-gain in [0, 1) and --budget of 2 or more") from None
+
+
 def resolve_live_target(reg, deployment: str) -> tuple[str | None, str]:
     """The registered target the deployment's folder holds now; the row is corrected when it differs.
     Weights no registered target has are registered as the next version of the deployment's target."""
@@ -89,10 +103,13 @@ def snapshot_traffic(deployment: str, limit: int = 512) -> Path:
 
 
 def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool = False, params: dict | None = None,
-         heldout: int = 8, min_gain: float = 0.05, floor: float = 0.0, max_tokens: int = 48,
+         heldout: int = 24, min_gain: float = 0.05, floor: float = 0.0, max_tokens: int = 48,
          handover: Handover = "restart", dry_run: bool = False, reason: str | None = None, seed: int = 0,
-         registry=None, progress=None) -> HealOutcome:
-    """Run the closed loop on ``deployment`` (see the module docstring)."""
+         alpha: float = 0.05, budget: int | None = None, registry=None, progress=None) -> HealOutcome:
+    """Run the closed loop on ``deployment`` (see the module docstring). The canary's sequential test
+    runs at false-promotion rate ``alpha`` with margin ``min_gain`` on at most ``budget`` (default
+    ``heldout``) held-out prompts."""
+    test = canary_test_params(alpha=alpha, min_gain=min_gain, budget=budget or heldout)
     if (data is None) == (not from_traffic):
         raise InputError("give exactly one source of prompts", "pass --data FILE or --from-traffic")
     if handover not in ("restart", "adopt"):
@@ -119,7 +136,7 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
         if dry_run:
             return _plan(registry, deployment, data, from_traffic, params, heldout, handover)
         return _heal(registry, deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout,
-                     min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, reason=reason,
+                     test=test, min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, reason=reason,
                      seed=seed, progress=progress)
     finally:
         if own:
@@ -136,8 +153,9 @@ def _plan(reg, deployment, data, from_traffic, params, heldout, handover) -> Hea
     plan = [f"retrain ({out.backend}) against {out.target}: " + " && ".join(shlex.join(c) for c in out.result.commands),
             f"train-stage validation: held-out acceptance of {out.heldout_prompts} prompts and the `train` checklist",
             f"canary: {deployment} (incumbent {out.incumbent}) then {canary_name(deployment)} (candidate) on the "
-            f"same {out.heldout_prompts} held-out prompts, acceptance from each engine's counters",
-            f"promote ({handover}) if the candidate beats the incumbent, else roll back"]
+            f"same {out.heldout_prompts} held-out prompts, prompt by prompt, a sequential test of the per-request "
+            "acceptance difference",
+            f"promote ({handover}) if the test says 'better', else roll back ('worse' or 'no decision')"]
     return HealOutcome(deployment=deployment, status="dry-run", live_target=out.target, incumbent_draft=out.incumbent,
                        serving_draft=out.incumbent, plan=plan)
 
@@ -164,7 +182,7 @@ def _take_heal_lease(reg, deployment: str, reason: str | None):
     return job
 
 
-def _heal(reg, deployment: str, *, data, from_traffic, params, heldout, min_gain, floor, max_tokens, handover,
+def _heal(reg, deployment: str, *, data, from_traffic, params, heldout, test, min_gain, floor, max_tokens, handover,
           reason, seed, progress) -> HealOutcome:
     from specops.retrain.lease import signals_as_exceptions
 
@@ -181,7 +199,7 @@ def _heal(reg, deployment: str, *, data, from_traffic, params, heldout, min_gain
     try:
         with signals_as_exceptions():
             finished = _loop(reg, out, steps, data=data, from_traffic=from_traffic, params=params, heldout=heldout,
-                             min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover,
+                             test=test, min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover,
                              reason=reason, seed=seed, progress=progress)
             message = out.reason
     except BaseException as exc:
@@ -209,7 +227,7 @@ def _cleanup(reg, deployment: str, message: str, progress) -> None:
                    reason=f"heal did not finish ({message}); the incumbent keeps serving", progress=progress)
 
 
-def _loop(reg, out: HealOutcome, steps: _Steps, *, data, from_traffic, params, heldout, min_gain, floor, max_tokens,
+def _loop(reg, out: HealOutcome, steps: _Steps, *, data, from_traffic, params, heldout, test, min_gain, floor, max_tokens,
           handover, reason, seed, progress) -> bool:
     """The steps; returns True when it reached an end (promoted or rolled back)."""
     from specops.heal.canary import canary_local
@@ -243,12 +261,13 @@ def _loop(reg, out: HealOutcome, steps: _Steps, *, data, from_traffic, params, h
     t = time.monotonic()
     prompts = heal_prompts(deployment, data, from_traffic, heldout, seed)
     canary = canary_local(deployment, r.draft, prompts, registry=reg, max_tokens=max_tokens, min_gain=min_gain,
-                          floor=floor, progress=progress)
+                          floor=floor, progress=progress, test=test)
     out.canary = canary
     steps.add("canary", "ok" if canary.decision.action == "promote" else "failed",
               f"{canary.decision.action}: {canary.decision.reason}", t)
     if canary.decision.action != "promote":
-        return _rollback(reg, out, steps, f"canary: {canary.decision.reason}", progress)
+        return _rollback(reg, out, steps, f"canary: {canary.decision.reason}", progress,
+                         canary_test=canary.canary_test_id)
 
     t = time.monotonic()
     row = promote_local(deployment, canary, registry=reg, handover=handover, progress=progress)
@@ -259,12 +278,12 @@ def _loop(reg, out: HealOutcome, steps: _Steps, *, data, from_traffic, params, h
     return True
 
 
-def _rollback(reg, out: HealOutcome, steps: _Steps, why: str, progress) -> bool:
+def _rollback(reg, out: HealOutcome, steps: _Steps, why: str, progress, canary_test: int | None = None) -> bool:
     from specops.heal.promote import rollback_local
 
     t = time.monotonic()
     how = rollback_local(out.deployment, registry=reg, canary=canary_name(out.deployment), reason=why,
-                         progress=progress)
+                         progress=progress, canary_test=canary_test)
     row = reg.get_deployment(out.deployment)
     out.status, out.serving_draft, out.endpoint, out.reason = "rolled-back", row.draft_ref, row.endpoint, why
     steps.add("rollback", "ok", f"{out.deployment} keeps {row.draft_ref} ({how}): {why}", t)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from specops.heal.sequential import Verdict
 from specops.models import Strict
 from specops.retrain.types import Comparison, Decision, DraftAcceptance
 
@@ -39,6 +40,9 @@ class CanaryResult(_Model):
     comparison: Comparison = Field(description="The two acceptances as retrain's Comparison.")
     decision: Decision = Field(description="promote or rollback, with the reason.")
     started_in_s: float | None = Field(None, description="Seconds the canary engine took to become healthy.")
+    verdict: Verdict | None = Field(None, description="The sequential test's verdict (None: a point comparison).")
+    canary_test_id: int | None = Field(None, description="Registry row of the test (table canary_test).")
+    traffic: str | None = Field(None, description="Where the test's samples came from (replayed prompts, locally).")
 
 
 class HealStep(_Model):

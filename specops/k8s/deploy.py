@@ -219,6 +219,13 @@ def deploy_kubernetes(spec: DeploymentSpec, *, dry_run: bool = False, canary_of:
     dep_obj = next(o for o in objs if o["kind"] == "Deployment")
     if canary_of:
         _check_stable(cluster, canary_of, ns, dep_obj)
+        if replicas is None and spec.canary is not None:  # the share of live traffic the spec asks for
+            stable_n = (cluster.get("apps/v1", "Deployment", canary_of, ns) or {}).get("spec", {}).get("replicas", 1)
+            n = spec.canary.replicas_next_to(stable_n)
+            objs = render_manifests(spec, canary_of=canary_of, replicas=n, thresholds=thresholds, monitoring=monitoring)
+            result.objects, dep_obj = objs, next(o for o in objs if o["kind"] == "Deployment")
+            result.notes.append(f"canary replicas {n} next to {stable_n} stable: {n / (n + stable_n):.0%} of the "
+                                f"Service's traffic (canary.share {spec.canary.share:g})")
     gpus = int(next(iter(dep_obj["spec"]["template"]["spec"]["containers"][0].get("resources", {})
                          .get("limits", {"": "0"}).values())))
     secrets = [s for s in (spec.kubernetes.hf_token_secret,

@@ -55,6 +55,10 @@ key, status, result)`` (a key once per run), ``tune_points(run_id)``; ``save_cal
 hardware, engine_version, workload, samples, document, run_id=None) -> CalibrationPublic`` (next
 revision), ``get_calibration("NAME" | "NAME@REV")``, ``calibrations(model=None)`` newest first.
 
+Canary tests (:mod:`.canary`): ``record_canary_test(deployment, *, candidate, verdict, traffic, metric,
+data, incumbent=None, target=None, canary=None)``, ``get_canary_test(id)``, ``canary_tests(deployment=None,
+draft=None)`` newest first.
+
 Transfer: ``export_data(with_events=False) -> dict``, ``import_data(doc)``, ``prune(now=None,
 raw_for=7d, hourly_for=30d, horizon=365d, apply=False) -> PruneReport``.
 
@@ -65,6 +69,7 @@ transactions are retried with backoff, so "database is locked" never reaches the
 from __future__ import annotations
 
 from specops.models import Finding
+from specops.registry.canary import CanaryMixin
 from specops.registry.lineage import LineageReport
 from specops.registry.measurements import LeaseHeldError, Trend, TrendPoint
 from specops.registry.schema import (
@@ -87,7 +92,7 @@ __all__ = ["CalibrationPublic", "DeploymentPublic", "DraftPublic", "EventPublic"
            "ValidationRunPublic", "open_registry"]
 
 
-class Registry(TransferMixin, TuneMixin):
+class Registry(TransferMixin, TuneMixin, CanaryMixin):
     """The registry API (see the module docstring). Build it with :func:`open_registry`."""
 
 

@@ -225,6 +225,36 @@ def _tune(conn: Connection) -> None:
     md.create_all(conn)
 
 
+@migration("0003_canary_tests")
+def _canary_tests(conn: Connection) -> None:
+    """The canary's sequential test (specops.heal.sequential): its samples, decision and error rates."""
+    md = MetaData()
+    Table("deployment", md, Column("id", Integer, primary_key=True))  # referenced only
+    Table("canary_test", md,
+          Column("id", Integer, primary_key=True),
+          Column("deployment_id", Integer, ForeignKey("deployment.id"), nullable=False),
+          Column("candidate", String(300), nullable=False),
+          Column("incumbent", String(300)),
+          Column("target", String(300)),
+          Column("canary", String(300)),
+          Column("traffic", String(60), nullable=False),
+          Column("metric", String(100), nullable=False),
+          Column("decision", String(20), nullable=False),
+          Column("samples", Integer, nullable=False),
+          Column("budget", Integer, nullable=False),
+          Column("alpha", Float, nullable=False),
+          Column("min_gain", Float, nullable=False),
+          Column("power", Float),
+          Column("mean_gain", Float),
+          Column("verdict", JSON, nullable=False),
+          Column("data", JSON, nullable=False),
+          Column("started_at", DateTime(timezone=True), nullable=False),
+          Column("finished_at", DateTime(timezone=True), nullable=False),
+          Index("ix_canary_test_deployment", "deployment_id", "id"),
+          Index("ix_canary_test_candidate", "candidate", "id"))
+    md.tables["canary_test"].create(conn)
+
+
 # --- applying -----------------------------------------------------------------------------------
 
 def _ensure_table(conn: Connection) -> None:

@@ -410,4 +410,47 @@ class CalibrationPublic(CalibrationBase):
         return f"{self.name}@{self.revision}"
 
 
-TABLES = (Target, Draft, Deployment, MeasurementRow, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration)
+# --- canary tests (the sequential promotion gate of specops.heal) ---------------------------------------
+
+CanaryDecision = Literal["better", "worse", "no-decision"]
+
+
+class CanaryTestBase(_Validated):
+    candidate: str = Field(max_length=300, description="Candidate draft NAME@VERSION.")
+    incumbent: str | None = Field(default=None, max_length=300, description="Incumbent draft NAME@VERSION.")
+    target: str | None = Field(default=None, max_length=300, description="Target NAME@VERSION both serve.")
+    canary: str | None = Field(default=None, max_length=300, description="Canary deployment that served the candidate.")
+    traffic: str = Field(max_length=60, description="replayed-prompts (local) or live-share (Kubernetes replicas).")
+    metric: str = Field(max_length=100, description="What one sample is, e.g. acceptance-rate difference per request.")
+    decision: CanaryDecision = Field(sa_type=String(20), description="better, worse or no-decision.")
+    samples: int = Field(ge=0, description="Samples the test used.")
+    budget: int = Field(ge=0, description="Samples it was allowed.")
+    alpha: float = Field(description="Stated false-promotion rate.")
+    min_gain: float = Field(description="Margin the gain had to beat.")
+    power: float | None = Field(default=None, description="Simulated power at the design effect.")
+    mean_gain: float | None = Field(default=None, description="Mean sample (candidate - incumbent).")
+    verdict: dict = Field(sa_type=JSON, description="The whole verdict (specops.heal.sequential.Verdict).")
+    data: list[dict] = Field(default_factory=list, sa_type=JSON, description="The samples, in order.")
+    started_at: UTCDatetime = Field(default_factory=utcnow)
+    finished_at: UTCDatetime = Field(default_factory=utcnow)
+
+
+class CanaryTest(CanaryTestBase, table=True):
+    __tablename__ = "canary_test"
+    __table_args__ = (Index("ix_canary_test_deployment", "deployment_id", "id"),
+                      Index("ix_canary_test_candidate", "candidate", "id"))
+    id: int | None = Field(default=None, primary_key=True)
+    deployment_id: int = Field(foreign_key="deployment.id")
+
+
+class CanaryTestCreate(CanaryTestBase):
+    deployment_id: int
+
+
+class CanaryTestPublic(CanaryTestBase):
+    id: int
+    deployment: str
+
+
+TABLES = (Target, Draft, Deployment, MeasurementRow, ValidationRun, RetrainJob, Event, TuneRun, TunePoint, Calibration,
+          CanaryTest)

@@ -2,7 +2,10 @@
 /metrics instead of Prometheus). Three engine starts: target-v1 + draft-v1 (baseline), target-v2
 pushed into the served folder and restarted (the monitor flags the drop, the runbook names the changed
 target), and the canary with the distilled draft, which the promotion adopts. The distillation is
-short (40 prompts, 150 steps) and acceptance is compared through each engine's own counters. It also
+short (32 training prompts, 150 steps); the canary's sequential test (24 held-out prompts, alpha 0.05,
+margin 0.05, heal's default) compares per-request acceptance on both engines and must stop "better"; then the same test
+with the promoted engine as both arms (an A/A: the same draft against itself) must not say "better".
+It also
 carries what tests/retrain/test_tiny_models.py proved with the same distillation outside the loop
 (heal's retrain and train-validation steps run it; the lineage of the new and the stale draft)."""
 
@@ -75,7 +78,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
                     f"serve: {{port: {port}, served_model_name: tiny}}\nlocal: {{startup_timeout_s: 900}}\n")
     endpoint = f"http://127.0.0.1:{port}"
     traffic = prose_prompts(6, offset=3000, stride=700) + CODE
-    data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(8, offset=21000, stride=1400),
+    data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(24, offset=19800, stride=460),
                          tmp_path / "prompts.jsonl")
     timings = {}
     try:
@@ -104,7 +107,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
 
         t = time.monotonic()
         r = ok(cli("heal", "--deployment", "loop", "--data", str(data), "--params", json.dumps(PARAMS),
-                    "--min-gain", "0.15", "--handover", "adopt", "--output", "json", timeout=1800))  # start 3
+                    "--min-gain", "0.05", "--handover", "adopt", "--output", "json", timeout=1800))  # start 3
         timings["heal"] = time.monotonic() - t
         out = json.loads(r.stdout)
         print(json.dumps({k: round(v, 1) for k, v in timings.items()}),
@@ -119,6 +122,12 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
               f"stale draft {stale:.3f} -> distilled {fresh:.3f}")
         assert c["incumbent"]["acceptance"]["num_draft_tokens"] > 100
         assert fresh >= stale + 0.15
+        v = c["verdict"]  # the sequential test stopped "better" within its budget of 24 held-out prompts
+        print(f"canary test {c['canary_test_id']}: {v['decision']} after {v['samples']}/{v['budget']} prompt pairs, "
+              f"mean gain {v['mean_gain']:+.3f}, wealth {v['wealth_better']:.1f} (threshold {1 / v['alpha']:g})")
+        assert v["decision"] == "better" and v["stopped"] and 2 <= v["samples"] <= v["budget"] == 24
+        assert v["alpha"] == 0.05 and v["min_gain"] == 0.05 and v["wealth_better"] >= 1 / v["alpha"]
+        assert c["traffic"].startswith("replayed-prompts")
         new = out["candidate_draft"]
         assert out["serving_draft"] == new and out["live_target"] == "tiny@2"
 
@@ -131,10 +140,32 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
             # was tests/retrain/test_tiny_models.py (the same distillation, PARAMS and prompts, run alone):
             # the distilled draft is recorded against the new target, and the stale one is not compatible
             assert reg.get_draft(new).target == "tiny@2" and not reg.check_lineage("tiny@2", "tiny-draft@1").ok
+            test = reg.get_canary_test(c["canary_test_id"])  # the verdict as evidence, linked from the promotion
+            assert (test.decision, test.samples, test.candidate, test.incumbent) == ("better", v["samples"], new,
+                                                                                   "tiny-draft@1")
+            assert len([x for x in test.data if x["d"] is not None]) == test.samples
+            promoted = next(e for e in reg.events(subject="loop", kind="heal.promoted", limit=5))
+            assert promoted.data["canary_test"] == test.id
             kinds = {e.kind for e in reg.events(subject="loop", limit=200)}
             assert {"heal.started", "heal.target", "heal.step", "heal.promoted", "heal.finished",
                     "retrain.decision"} <= kinds
             assert [j.status for j in reg.retrain_jobs(limit=10) if j.status == "running"] == []
+        # A/A: the same test with the promoted engine as both arms (the same draft against itself, on the
+        # same held-out prompts) must not promote
+        from specops.heal.canarytest import EngineArm, paired_test
+        from specops.heal.run import heal_prompts
+        from specops.heal.sequential import SequentialTest
+
+        held = heal_prompts("loop", data, False, 24, 0)
+        arm = EngineArm("loop", row.endpoint, "tiny", {})
+        seq, samples = paired_test(arm, arm, held, SequentialTest(alpha=0.05, min_gain=0.05, budget=24), max_tokens=48)
+        aa = seq.verdict(with_power=False)
+        print(f"A/A on the promoted engine: {aa.line()}; per-prompt differences "
+              f"{sorted({s['d'] for s in samples})}")
+        assert aa.decision == "worse" or (aa.decision == "no-decision" and aa.samples == 24)
+        assert all(s["incumbent"][1] > 0 for s in samples)
+        tree_show = ok(cli("lineage", "show", new, "--output", "json")).stdout
+        assert json.loads(tree_show)[0]["canary_tests"][0]["decision"] == "better"
         # the promoted engine serves the new draft, and its own counters show the recovery
         _traffic(row.endpoint, traffic[:3])
         tree = json.loads(ok(cli("lineage", "tree", "--output", "json")).stdout)

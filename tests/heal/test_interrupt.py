@@ -82,9 +82,25 @@ def test_heal_refuses_two_prompt_sources_on_one_line(cli, tmp_path):
 def test_heal_dry_run_prints_the_plan_and_takes_no_lease(cli, mini_models, incumbent_process, tmp_path):
     with open_registry() as reg:
         register_local_stale_case(reg, mini_models, incumbent_process)
-    data = write_prompts(prose_prompts(20, offset=2000, stride=500), tmp_path / "prompts.jsonl")
+    data = write_prompts(prose_prompts(30, offset=2000, stride=500), tmp_path / "prompts.jsonl")
     r = cli("heal", "--deployment", "chat", "--data", str(data), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "specops.retrain.local" in r.stdout and "chat-canary" in r.stdout and "promote (restart)" in r.stdout
+    assert "same 24 held-out prompts, prompt by prompt, a sequential test" in r.stdout
     with open_registry() as reg:
         assert reg.retrain_jobs(limit=5) == []
+
+
+@pytest.mark.parametrize(("option", "value", "word"), [("--alpha", "0.9", "alpha"), ("--budget", "1", "budget"),
+                                                      ("--min-gain", "1.5", "min_gain")])
+def test_heal_refuses_a_bad_canary_test_parameter_on_one_line_and_its_fix_gets_past_it(cli, tmp_path, option, value,
+                                                                                        word):
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"prompt": "x"}\n')
+    r = cli("heal", "--deployment", "nowhere", "--data", str(data), option, value)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: canary test: {word}") and "To fix: use --alpha in (0, 0.5]" in line
+    fixed = {"--alpha": "0.05", "--budget": "8", "--min-gain": "0.05"}[option]  # what the fix says
+    r = cli("heal", "--deployment", "nowhere", "--data", str(data), option, fixed)
+    assert r.returncode == 2 and "canary test" not in r.stderr and "nowhere" in r.stderr
