@@ -14,10 +14,13 @@ monitor judges what the drafts actually put into the output:
   the load, so they are evidence, not the judgement; `specops runbook run acceptance-drop`'s
   ``tpot_vs_baseline`` step compares TPOT with the no-speculation baseline).
 
-Counter semantics (an ASSUMPTION read from vLLM 0.33.0's ``v1/core/sched/scheduler.py``, not run:
-adaptive verification needs a GPU): ``num_accepted_tokens`` counts draft tokens verified and kept,
-``generation_tokens`` the tokens emitted, whatever the worker trimmed; only ``num_draft_tokens``
-counts the scheduled (untrimmed) drafts, and it is not used here. Every finding says so.
+Counter semantics (an ASSUMPTION, not run: adaptive verification needs a GPU): in
+``v1/core/sched/scheduler.py`` (``update_from_output``; read in the 0.32.0 CPU wheel here, the 0.33.0
+reading is ../shared/reference) ``num_accepted = len(generated_token_ids) - num_sampled`` (the draft
+tokens the step emitted) and ``num_draft_tokens = len(scheduled_spec_token_ids)`` (what was
+scheduled, so trimmed tokens read as rejected); ``v1/spec_decode/metrics.py``'s ``observe_draft``
+adds them up. So ``num_accepted_tokens`` and ``generation_tokens`` count what was emitted whatever
+the worker trimmed, and ``num_draft_tokens`` is not used here. Every finding says so.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from specops.drift.detectors import DetectionConfig, LabelBaseline
 from specops.drift.observe import LabelWindow, Observation
 from specops.models import Finding
 
-GAIN_ASSUMPTION = ("assumption: under adaptive verification vLLM 0.33.0's num_accepted_tokens counts the draft "
-                   "tokens verified and kept and generation_tokens the tokens emitted (read from "
-                   "v1/core/sched/scheduler.py; adaptive verification needs a GPU and did not run here)")
+GAIN_ASSUMPTION = ("assumption: under adaptive verification num_accepted_tokens still counts the draft tokens "
+                   "emitted (vLLM's v1/core/sched/scheduler.py: emitted - sampled per step, read in the 0.32.0 CPU "
+                   "wheel) and generation_tokens the tokens emitted; adaptive verification needs a GPU and did "
+                   "not run here")
 
 
 def draft_share(w: LabelWindow, generated: float | None) -> float | None:
