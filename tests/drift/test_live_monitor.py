@@ -66,7 +66,7 @@ def _watcher():
                                                    deployments=[NAME]))
 
 
-def test_the_live_monitor_holds_across_load_and_reads_the_prefix_cache(engine_pool, engine_lock):
+def test_the_live_monitor_holds_across_load_and_reads_the_prefix_cache(engine_lock, engine_pool):
     eng = engine_pool.spec
     with open_registry() as reg:
         reg.upsert_deployment(NAME, platform="local", status="running", method="draft_model",
