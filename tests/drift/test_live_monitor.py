@@ -90,7 +90,8 @@ def test_the_live_monitor_holds_across_load_and_reads_the_prefix_cache(engine_lo
         window(PROMPTS * 2, 1)
     from specops.drift.store import HistoryStore
 
-    base = HistoryStore(w.reg).record_baseline(NAME, since=seen[0][1].window_start.timestamp() - 1,
+    # windows ending after our first one started: not the priming window (it ends where ours starts)
+    base = HistoryStore(w.reg).record_baseline(NAME, since=seen[0][1].window_start.timestamp() + 0.5,
                                                until=seen[-1][1].window_end.timestamp() + 1)
     assert base.labels[ALL].windows == 2
     w = _watcher()  # as `specops monitor` starts: targets and the new baseline from the registry
