@@ -87,7 +87,7 @@ def test_the_live_monitor_holds_across_load_and_reads_the_prefix_cache(engine_lo
 
     # 1. baseline at one client, then 8, 8, 1: the same prompts each time (greedy: same acceptance)
     for _ in range(2):
-        window(PROMPTS * 2, 1)
+        window(PROMPTS * 3, 1)
     from specops.drift.store import HistoryStore
 
     # windows ending after our first one started: not the priming window (it ends where ours starts)
@@ -98,7 +98,7 @@ def test_the_live_monitor_holds_across_load_and_reads_the_prefix_cache(engine_lo
     w.warm()
     w.cycle()
     for clients in (8, 8, 1):
-        window(PROMPTS * (4 if clients > 1 else 2), clients)
+        window(PROMPTS * (4 if clients > 1 else 3), clients)
     print("clients, drafts, mean drafted, tau, basis, codes")
     for clients, m, report, *_ in seen:
         print(clients, m.num_drafts, round(m.num_draft_tokens / m.num_drafts, 3), round(m.mean_acceptance_length, 3),
