@@ -24,6 +24,12 @@ Test settings, not decisions: the policy's windows are shortened for a test (flo
 min_drafts 30, γ evaluated every window with min_gain 0 and confirmed twice), and the deployment
 allows restart probes (its ``restart_allowed`` label).
 
+One run (2026-12-03, 2 shared cores under load): 502 s, not counting the wait for the engine lock;
+the predictor proposed γ 3 -> 1 (α 0.52, conditional acceptance 0.72, 0.15; predicted speedup
+1.21 -> 1.44), the collapse was flagged on the second window after the restart (τ − 1 = 0.000 against
+0.938, stale_draft_weights suspected), the probe ran in that cycle, and BELOW_BREAK_EVEN (α 0.10 <
+0.20 at γ 1) switched speculation off two windows later.
+
 ``SPECOPS_TEST_ACTIONS_NO_SWAP=1`` skips the weight swap (step 3 restarts the same trained draft):
 then step 4's collapse, and every action after it, must not happen, and the test fails there.
 
