@@ -29,8 +29,12 @@ of ``acceptance-collapse`` that proves or refutes it:
 - ``stale_draft_weights`` — a restart, sleep/wake or draft weight update just before the collapse
   (vllm#52487; RL weight sync): draft weights that no longer match the target's;
 - ``kv_without_draft_kv`` — a KV connector in the recorded launch (vllm#49071, LMCache#3388): the
-  target's KV restored from the store but not the draft's; a prefix hit-rate jump at the onset
-  strengthens it;
+  target's KV restored from the store but not the draft's. The engine's own counters are the
+  evidence (:func:`prefix_evidence`): tokens a connector restored at the onset
+  (``vllm:external_prefix_cache_hits_total``: suspected even when the launch is not on record, or
+  says there is no connector) and the prefix hit rate of the onset window against the windows before
+  it (``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total``, tokens; a jump of
+  ``PREFIX_JUMP`` or more makes an unrecorded launch suspected);
 - ``stale_drafter_after_k0`` — the schedule has a K=0 range and the engine just left one
   (TensorRT-LLM#16888): drafter state left stale by the steps without drafts;
 - ``method_mismatch`` — the recorded method is not the one the draft's config is for.
@@ -59,6 +63,7 @@ ADAPTIVE_ASSUMPTION = ("assumption: with adaptive verification vLLM 0.33.0 count
                        "tokens, so trimmed tokens read as rejected (read from v1/core/sched/scheduler.py, not run)")
 
 LIFECYCLE = ("restart", "sleep", "wake_up", "weight_update")
+PREFIX_JUMP = 0.2  # a prefix hit rate this much above the windows before the onset is a "jump"
 CAUSES = ("stale_draft_weights", "kv_without_draft_kv", "stale_drafter_after_k0", "method_mismatch")
 CAUSE_STEP = {"stale_draft_weights": "weights", "kv_without_draft_kv": "kv_connector",
               "stale_drafter_after_k0": "k0_schedule", "method_mismatch": "method"}
@@ -136,12 +141,13 @@ class WindowTrace:
     uptime_s: float | None
     prefix_hit_rate: float | None
     events: tuple[str, ...]
+    external_hits: float | None = None
 
     @classmethod
     def of(cls, obs: Observation) -> WindowTrace:
         t = obs.total
         return cls(obs.at, t.drafts if t else 0.0, obs.running, obs.counter_reset, obs.uptime_s,
-                   obs.prefix_hit_rate, tuple(obs.events))
+                   obs.prefix_hit_rate, tuple(obs.events), obs.external_hits)
 
 
 @dataclass
@@ -174,18 +180,7 @@ def collapse_causes(facts: CauseFacts, windows: Sequence[WindowTrace], onset: fl
     else:
         out.append(_cause("stale_draft_weights", "unknown", "no restart, sleep/wake or weight update in the "
                           "monitor's windows; the runbook step reads the registry's events", events=[]))
-    # KV restored without the draft's KV
-    hits = [w.prefix_hit_rate for w in before if w.prefix_hit_rate is not None]
-    jump = (hits[-1] - sum(hits[:-1]) / len(hits[:-1])) if len(hits) >= 3 else None
-    if facts.kv_connector:
-        why = "a KV connector in the recorded launch (--kv-transfer-config)"
-        if jump is not None:
-            why += f"; prefix hit rate {'jumped' if jump > 0.2 else 'moved'} {jump:+.2f} at the onset"
-        out.append(_cause("kv_without_draft_kv", "suspected", why, prefix_hit_jump=jump))
-    elif facts.kv_connector is False:
-        out.append(_cause("kv_without_draft_kv", "ruled out", "the recorded launch has no KV connector"))
-    else:
-        out.append(_cause("kv_without_draft_kv", "unknown", "the launch's KV connector is not on record"))
+    out.append(_kv_cause(facts, before, onset))
     # stale drafter after a K=0 range
     if facts.schedule and has_k0_range(facts.schedule):
         idle = [w.at for w in pre_onset if w.drafts < facts.min_drafts and (w.running or 0) > 0]
@@ -211,6 +206,59 @@ def collapse_causes(facts: CauseFacts, windows: Sequence[WindowTrace], onset: fl
                           method=facts.method, draft_method=facts.draft_method))
     rank = {"suspected": 0, "unknown": 1, "ruled out": 2}
     return sorted(out, key=lambda c: rank[c["status"]])
+
+
+def prefix_evidence(windows: Sequence[WindowTrace], onset: float) -> dict:
+    """The prefix-cache side of the onset, from vLLM's token counters (``vllm:prefix_cache_hits_total`` /
+    ``vllm:prefix_cache_queries_total``, and the ``vllm:external_prefix_cache_*`` pair a KV connector
+    feeds): the hit rate of the onset window, its jump over the mean of the windows before it (at least
+    two), and the tokens a connector restored from the window before the onset on."""
+    seen = [w for w in windows if w.prefix_hit_rate is not None]
+    at_onset = next((w for w in seen if w.at >= onset), None)
+    pre = [w.prefix_hit_rate for w in seen if w.at < onset]
+    jump = None
+    if at_onset is not None and len(pre) >= 2:
+        jump = at_onset.prefix_hit_rate - sum(pre) / len(pre)  # type: ignore[operator]
+    near = [w for w in windows if w.at >= onset - 1.5 * _gap(windows)]
+    restored = [w.external_hits for w in near if w.external_hits is not None]
+    return {"prefix_hit_rate_onset": None if at_onset is None else round(at_onset.prefix_hit_rate or 0.0, 4),
+            "prefix_hit_rate_before": round(sum(pre) / len(pre), 4) if pre else None,
+            "prefix_hit_jump": None if jump is None else round(jump, 4),
+            "external_hits": sum(restored) if restored else None}
+
+
+def _gap(windows: Sequence[WindowTrace]) -> float:
+    ats = [w.at for w in windows]
+    gaps = [b - a for a, b in zip(ats, ats[1:], strict=False) if b > a]
+    return sorted(gaps)[len(gaps) // 2] if gaps else 60.0
+
+
+def _kv_cause(facts: CauseFacts, windows: Sequence[WindowTrace], onset: float) -> dict:
+    """KV restored without the draft's KV: the recorded launch (a KV connector or not) and the engine's own
+    prefix-cache counters at the onset (a connector restoring tokens; a jump in the prefix hit rate)."""
+    ev = prefix_evidence(windows, onset)
+    jump, restored = ev["prefix_hit_jump"], ev["external_hits"]
+    seen = []
+    if jump is not None:
+        seen.append(f"prefix hit rate {ev['prefix_hit_rate_before']:.2f} -> {ev['prefix_hit_rate_onset']:.2f} at the "
+                    f"onset ({'a jump' if jump >= PREFIX_JUMP else 'no jump'}: {jump:+.2f})")
+    if restored:
+        seen.append(f"a KV connector restored {restored:g} tokens' KV around the onset "
+                    "(vllm:external_prefix_cache_hits_total)")
+    counters = "; ".join(seen) or "the engine exports no prefix-cache counters for these windows"
+    if facts.kv_connector:
+        return _cause("kv_without_draft_kv", "suspected", "a KV connector in the recorded launch "
+                      f"(--kv-transfer-config); {counters}", **ev)
+    if restored:
+        why = ("the recorded launch has no KV connector, yet " if facts.kv_connector is False
+               else "the launch's KV connector is not on record, but ")
+        return _cause("kv_without_draft_kv", "suspected", why + counters, **ev)
+    if facts.kv_connector is False:
+        return _cause("kv_without_draft_kv", "ruled out", f"the recorded launch has no KV connector; {counters}", **ev)
+    if jump is not None and jump >= PREFIX_JUMP:
+        return _cause("kv_without_draft_kv", "suspected", "the launch's KV connector is not on record; " + counters,
+                      **ev)
+    return _cause("kv_without_draft_kv", "unknown", "the launch's KV connector is not on record; " + counters, **ev)
 
 
 def _cause(code: str, status: str, why: str, **evidence) -> dict:

@@ -45,6 +45,10 @@ class DetectionConfig(Strict):
                                      "varies, the first-token acceptance) below this share of its baseline.")
     collapse_windows: int = Field(2, ge=1, le=2, description="Consecutive collapsed windows before it is flagged "
                                   "(at most two).")
+    gain_fraction: float = Field(0.5, gt=0, lt=1, description="Realized gain (adaptive verification): the draft "
+                                 "share of emitted tokens below this share of its baseline's is a GAIN_DROP.")
+    gain_windows: int = Field(3, ge=1, description="Consecutive windows below gain_fraction before GAIN_DROP (and "
+                              "above it before it clears).")
     collapse_tau: float = Field(1.05, gt=1, description="Without a recorded baseline τ: τ below this while drafts "
                                 "continue is a collapse (≈ 1.0: nothing accepted).")
 
@@ -60,6 +64,9 @@ class LabelBaseline(Strict):
     first_mean: float | None = Field(None, ge=0, le=1, description="Mean first-token acceptance (accepted at "
                                      "position 0 / drafts): the per-drafted-token basis.")
     first_std: float | None = Field(None, ge=0, description="Std of the window first-token acceptance.")
+    share_mean: float | None = Field(None, ge=0, le=1, description="Mean draft share of the emitted tokens "
+                                     "(accepted / generated; all traffic only): the realized-gain basis.")
+    share_std: float | None = Field(None, ge=0, description="Std of the window draft share.")
 
 
 class Baseline(Strict):
@@ -71,7 +78,7 @@ class Baseline(Strict):
 
     @classmethod
     def from_observations(cls, observations: Sequence, min_drafts: float = 50) -> Baseline:
-        per: dict[str, list[tuple[float, float, float | None]]] = {}
+        per: dict[str, list[tuple[float, float, float | None, float | None]]] = {}
         last = None
         for o in observations:
             if not isinstance(o, Observation):
@@ -79,15 +86,20 @@ class Baseline(Strict):
             last = o.at
             for lab, w in o.labels.items():
                 if w.drafts >= min_drafts and w.alpha is not None:
-                    per.setdefault(lab, []).append((w.alpha, w.tau or 1.0, w.first_rate))
+                    share = (min(1.0, w.accepted / o.generated) if lab == "" and o.generated and o.generated > 0
+                             else None)
+                    per.setdefault(lab, []).append((w.alpha, w.tau or 1.0, w.first_rate, share))
         labels = {}
         for lab, rows in per.items():
             if len(rows) >= 2:
                 mean, std = _mean_std([r[0] for r in rows])
                 firsts = [r[2] for r in rows if r[2] is not None]
                 fm, fs = _mean_std(firsts) if len(firsts) >= 2 else (None, None)
+                shares = [r[3] for r in rows if r[3] is not None]
+                sm, ss = _mean_std(shares) if len(shares) >= 2 else (None, None)
                 labels[lab] = LabelBaseline(mean=mean, std=std, windows=len(rows),
-                                            tau_mean=sum(r[1] for r in rows) / len(rows), first_mean=fm, first_std=fs)
+                                            tau_mean=sum(r[1] for r in rows) / len(rows), first_mean=fm, first_std=fs,
+                                            share_mean=sm, share_std=ss)
         return cls(labels=labels, recorded_at=last)
 
 

@@ -97,6 +97,9 @@ class Observation:
     counter_reset: bool = False
     notes: tuple[str, ...] = ()
     prefix_hit_rate: float | None = None  # prefix-cache hits / queries in the window (None: not exported)
+    external_hit_rate: float | None = None  # KV-connector cache hits / queries (None: no connector, no queries)
+    external_hits: float | None = None  # tokens whose KV a connector restored in the window
+    generated: float | None = None  # output tokens emitted in the window (vllm:generation_tokens_total)
     events: tuple[str, ...] = ()  # engine lifecycle events seen in the window: restart, sleep, wake_up, weight_update
 
     @property
@@ -143,7 +146,9 @@ def observation_from_measurement(m: Any, *, labels: Mapping[str, Any] | None = N
         deployment=m.deployment, at=m.window_end.timestamp(), window_s=m.seconds, labels=wins,
         gamma=m.num_speculative_tokens, kv_usage=m.kv_cache_usage, running=m.requests_running,
         waiting=m.requests_waiting, tpot_p50=m.tpot_p50, uptime_s=uptime_s,
-        target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes))
+        target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes),
+        prefix_hit_rate=getattr(m, "prefix_hit_rate", None), external_hit_rate=getattr(m, "external_prefix_hit_rate", None),
+        external_hits=getattr(m, "external_prefix_cache_hits", None), generated=m.generation_tokens)
 
 
 def _label_window(m: Any) -> LabelWindow:

@@ -28,6 +28,7 @@ FINDING_CODES = (
     "ACCEPTANCE_DROP", "ACCEPTANCE_BELOW_FLOOR", "BELOW_BREAK_EVEN", "ACCEPTANCE_RECOVERED",
     "CHANGED_MODEL", "ENGINE_STATE_SUSPECTED", "ENGINE_STATE_DECAY", "WORKLOAD_DRIFT",
     "DRIFT_CAUSE_UNKNOWN", "GAMMA_CHANGE_PROPOSED", "DEPLOYMENT_UNSEEN", "ACCEPTANCE_COLLAPSE",
+    "GAIN_DROP",
 )
 ActionKind = Literal["notify", "retune_gamma", "disable_speculation", "restart_probe", "open_retraining"]
 _RANK = {"info": 0, "warning": 1, "error": 2}

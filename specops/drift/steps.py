@@ -152,9 +152,13 @@ class RegistrySteps(CollapseSteps):
     def _realized_gain(self, deployment: str, obs: Observation, ev: dict) -> list[Finding]:
         """Adaptive verification: accepted tokens/s and TPOT against the no-speculation baseline."""
         from specops.drift.collapse import ADAPTIVE_ASSUMPTION
+        from specops.drift.gain import draft_share
 
         w = obs.total
+        base = self.baseline(deployment)
+        b = base.labels.get(ALL) if base else None
         ev.update(accepted_tokens_per_s=_r(w.accepted / obs.window_s if obs.window_s > 0 else None, 2),
+                  draft_share=_r(draft_share(w, obs.generated)), baseline_draft_share=_r(b.share_mean if b else None),
                   assumption=ADAPTIVE_ASSUMPTION)
         try:
             tpot = self._q_tpot_vs_baseline(deployment)

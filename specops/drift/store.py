@@ -22,7 +22,8 @@ from specops.errors import InputError
 
 SOURCE = "monitor"
 BASELINE_EVENT = "monitor.baseline"
-_GAUGES = ("kv_usage", "running", "waiting", "tpot_p50", "uptime_s", "target_fingerprint", "gamma", "window_s")
+_GAUGES = ("kv_usage", "running", "waiting", "tpot_p50", "uptime_s", "target_fingerprint", "gamma", "window_s",
+           "prefix_hit_rate", "external_hit_rate", "external_hits", "generated")
 
 
 def _utc(ts: float) -> datetime:
@@ -133,4 +134,6 @@ def _observation(deployment: str, at: float, rows: list) -> Observation:
                        gamma=extra.get("gamma"), kv_usage=extra.get("kv_usage"), running=extra.get("running"),
                        waiting=extra.get("waiting"), tpot_p50=extra.get("tpot_p50"), uptime_s=extra.get("uptime_s"),
                        target_fingerprint=extra.get("target_fingerprint"),
-                       counter_reset=bool(extra.get("counter_reset")), notes=tuple(extra.get("notes") or ()))
+                       counter_reset=bool(extra.get("counter_reset")), notes=tuple(extra.get("notes") or ()),
+                       prefix_hit_rate=extra.get("prefix_hit_rate"), external_hit_rate=extra.get("external_hit_rate"),
+                       external_hits=extra.get("external_hits"), generated=extra.get("generated"))

@@ -35,6 +35,7 @@ from specops.drift.detectors import (
     first_rate_error,
     sampling_error,
 )
+from specops.drift.gain import GainDetector
 from specops.drift.gamma import GammaController, GammaPolicy, GammaProposal, Predictor, single
 from specops.drift.observe import ALL, Observation
 from specops.models import Finding, Strict
@@ -94,6 +95,7 @@ class DeploymentWatch:
         self.varying = varying_launch(target.schedule, target.method)
         self.collapse = CollapseDetector(detection)
         self.collapse_finding: Finding | None = None
+        self.gain = GainDetector(detection)  # the realized-gain judgement (adaptive verification)
         self.traces: deque[WindowTrace] = deque(maxlen=30)
         self.basis: dict[str, str] = {}  # label -> the basis its last window was judged on
         self.recent_first: dict[str, deque[float]] = {}
@@ -159,6 +161,9 @@ class DeploymentWatch:
                 self.history.append((obs.at, obs.uptime_s or 0.0, a, obs.kv_usage))
                 findings += self._probe_step(obs, a)
                 findings += self._collapse_step(obs, w, basis)
+                if basis == "realized_gain":
+                    base = self.target.baseline.labels.get(ALL) if self.target.baseline else None
+                    findings += self.gain.update(obs, w, base, self.target.name)
             if basis == "drafted_token" and det.first is None:
                 basis = "tau"  # a baseline recorded without first-token acceptance: α at the drafted length
             judged = det.change if basis == "tau" else det.first if basis == "drafted_token" else None

@@ -104,10 +104,24 @@ def per_position_caveat(drafts: float | None, draft_tokens: float | None, k: int
             "position), so later positions are lower bounds; α solved at K is a lower bound too")
 
 
+PREFIX_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "external_prefix_cache_queries",
+                   "external_prefix_cache_hits")
+
+
+def prefix_rates(m: Measurement) -> None:
+    """Prefix-cache hit rates of the window (vLLM counts tokens: hits / queries), None without queries."""
+    def rate(hits: float | None, queries: float | None) -> float | None:
+        return min(1.0, max(0.0, hits / queries)) if hits is not None and queries else None
+
+    m.prefix_hit_rate = rate(m.prefix_cache_hits, m.prefix_cache_queries)
+    m.external_prefix_hit_rate = rate(m.external_prefix_cache_hits, m.external_prefix_cache_queries)
+
+
 def fill_rates(m: Measurement) -> Measurement:
     """Set acceptance rate, τ, α and per-position rates from the counters already in ``m`` (after
     :func:`check_counters`: impossible counters raise, they are never clamped into a rate)."""
     check_counters(m)
+    prefix_rates(m)
     if not m.speculation:
         m.notes.append("the engine exports no vllm:spec_decode_* counters (speculation off, or stats disabled)")
         return m
@@ -171,6 +185,8 @@ def delta(before: Snapshot, after: Snapshot, group: str) -> Measurement:
         resets += per_pos_resets
     m.generation_tokens = _delta("generation_tokens", b.generation_tokens, a.generation_tokens, resets)
     m.requests_finished = _delta("request_success", b.request_success, a.request_success, resets)
+    for c in PREFIX_COUNTERS:
+        setattr(m, c, _delta(c, getattr(b, c), getattr(a, c), resets))
     _tpot(m, b, a, resets)
     m.kv_cache_usage, m.requests_running, m.requests_waiting = a.kv_cache_usage, a.requests_running, a.requests_waiting
     m.notes += after.notes

@@ -25,6 +25,10 @@ _SUMMED = {
     "request_time_per_output_token_seconds_sum": "tpot_sum",
     "num_requests_running": "requests_running",
     "num_requests_waiting": "requests_waiting",
+    "prefix_cache_queries_total": "prefix_cache_queries",
+    "prefix_cache_hits_total": "prefix_cache_hits",
+    "external_prefix_cache_queries_total": "external_prefix_cache_queries",
+    "external_prefix_cache_hits_total": "external_prefix_cache_hits",
 }
 PER_POS = "spec_decode_num_accepted_tokens_per_pos_total"
 TPOT_BUCKET = "request_time_per_output_token_seconds_bucket"

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specops.errors import InputError, MeasurementError
-from specops.metrics.derive import fill_rates, set_tpot
+from specops.metrics.derive import PREFIX_COUNTERS, fill_rates, set_tpot
 from specops.metrics.types import Measurement
 
 BY = "specops_deployment, model_name"
@@ -51,6 +51,11 @@ QUERIES = {
     "kv_cache_usage": f"max by ({BY}) ({_sel('kv_cache_usage_perc')})",
     "requests_running": f"sum by ({BY}) ({_sel('num_requests_running')})",
     "requests_waiting": f"sum by ({BY}) ({_sel('num_requests_waiting')})",
+    # the four prefix-cache counters in one query, told apart by a `counter` label (increase() drops __name__)
+    "prefix_cache": f"sum by ({BY}, counter) (" + " or ".join(
+        f'label_replace(increase({_sel(n + "_total")}[$w]), "counter", "{n}", "__name__", ".*")'
+        for n in ("prefix_cache_queries", "prefix_cache_hits", "external_prefix_cache_queries",
+                  "external_prefix_cache_hits")) + ")",
     # one name only: resets() drops __name__, and several names would collide on the same labels
     "resets": f"sum by ({BY}) (resets({_sel('spec_decode_num_drafts_total')}[$w]))",
 }
@@ -173,7 +178,7 @@ class PrometheusReader:
         self.query("vector(1)")
 
     def measure(self, start: datetime, end: datetime) -> dict[str, Measurement]:
-        """Measurements of every group over [start, end] (13 queries, whatever the fleet size); a
+        """Measurements of every group over [start, end] (14 queries, whatever the fleet size); a
         group with a malformed, NaN or infinite sample is left out and named in ``self.bad``."""
         seconds = max(1, math.ceil((end - start).total_seconds()))
         window = f"{seconds}s"
@@ -209,6 +214,8 @@ class PrometheusReader:
                     continue
                 if key == "per_pos" and pos is None:
                     continue  # not a draft position (0-63)
+                if key == "prefix_cache" and labels.get("counter") not in PREFIX_COUNTERS:
+                    continue
                 if math.isnan(value) or (math.isinf(value) and key != "tpot_bucket"):
                     self.bad[name] = (f"Prometheus at {self.url} answered {value} for {key} of {name or '?'} "
                                       "(an increase or a gauge of a vLLM engine is a finite number)")
@@ -218,6 +225,8 @@ class PrometheusReader:
                     slot["per_pos"][pos] = value
                 elif key == "tpot_bucket":
                     slot["tpot_bucket"][le] = value
+                elif key == "prefix_cache":
+                    slot[labels["counter"]] = value
                 else:
                     slot[key] = value
         for name in self.bad:
@@ -243,7 +252,7 @@ def _measurement(name: str, slot: dict, start: datetime, end: datetime) -> Measu
                     window_start=start.astimezone(timezone.utc), window_end=end.astimezone(timezone.utc),
                     speculation=speculation)
     for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "generation_tokens",
-                "requests_finished", "kv_cache_usage", "requests_running", "requests_waiting"):
+                "requests_finished", "kv_cache_usage", "requests_running", "requests_waiting", *PREFIX_COUNTERS):
         if key in slot:
             setattr(m, key, slot[key])
     if slot["per_pos"]:

@@ -38,6 +38,12 @@ class GroupValues(Strict):
     kv_cache_usage: float | None = Field(None, description="vllm:kv_cache_usage_perc (0..1; max over engines).")
     requests_running: float | None = Field(None, description="vllm:num_requests_running.")
     requests_waiting: float | None = Field(None, description="vllm:num_requests_waiting.")
+    prefix_cache_queries: float | None = Field(None, description="vllm:prefix_cache_queries_total (tokens queried).")
+    prefix_cache_hits: float | None = Field(None, description="vllm:prefix_cache_hits_total (tokens found cached).")
+    external_prefix_cache_queries: float | None = Field(None, description="vllm:external_prefix_cache_queries_total "
+                                                        "(a KV connector's cache, tokens queried).")
+    external_prefix_cache_hits: float | None = Field(None, description="vllm:external_prefix_cache_hits_total "
+                                                     "(tokens a KV connector restored).")
 
     @property
     def has_spec(self) -> bool:
@@ -89,6 +95,15 @@ class Measurement(Strict):
     kv_cache_usage: float | None = Field(None, description="KV-cache usage (0..1) at window end.")
     requests_running: float | None = Field(None, description="Running requests at window end.")
     requests_waiting: float | None = Field(None, description="Waiting requests at window end (queue depth).")
+    prefix_cache_queries: float | None = Field(None, description="Prefix-cache queries in the window (tokens).")
+    prefix_cache_hits: float | None = Field(None, description="Prefix-cache hits in the window (tokens).")
+    external_prefix_cache_queries: float | None = Field(None, description="KV-connector cache queries (tokens).")
+    external_prefix_cache_hits: float | None = Field(None, description="KV-connector cache hits: tokens whose KV "
+                                                     "a connector restored in the window.")
+    prefix_hit_rate: float | None = Field(None, description="prefix_cache_hits / prefix_cache_queries (None: no "
+                                          "queries, or not exported).")
+    external_prefix_hit_rate: float | None = Field(None, description="external hits / external queries (None: "
+                                                   "no KV connector, or no queries).")
     counter_reset: bool = Field(False, description="A counter went down in the window (engine restart).")
     reset_counters: list[str] = Field(default_factory=list, description="Which counters reset.")
     empty_window: bool = Field(False, description="No drafts in the window: rates are None.")

@@ -152,7 +152,10 @@ def test_actions_are_not_repeated_by_the_next_once_run_for_the_same_episode(reg,
     second = _watcher(reg)[0].once()
     assert "CHANGED_MODEL" in _codes(first) and "CHANGED_MODEL" in _codes(second)
     assert any(a.action == "notify" for a in first.actions)
-    assert second.actions == []
+    # nothing the first run acted on is acted on again; the collapse reaches its second window only in the
+    # second run (a new finding: the default policy notifies and would probe it, but chat allows no restart)
+    assert "ACCEPTANCE_COLLAPSE" not in _codes(first) and "ACCEPTANCE_COLLAPSE" in _codes(second)
+    assert {a.finding for a in second.actions} == {"ACCEPTANCE_COLLAPSE"}, second.actions
     # without prompts, the retraining job cannot be opened: recorded as failed, with the reason
     fail = next(a for a in first.actions if a.action == "open_retraining")
     assert fail.outcome == "failed" and "no prompts to retrain chat on" in fail.detail

@@ -1,32 +1,40 @@
-"""Issue 27: every monitor action, `specops restart`, heal's default hand-over and a losing canary's
-rollback, on one real CPU engine (tiny models, direct /metrics, the real registry). No fakes of the
-engine or the executor: the monitor's actions run through ``EngineExecutor`` as `specops monitor`
-wires it (``drift.service.Watcher``).
+"""Issue 35 item 5 (and issue 27): the monitor's actions fired by a REAL acceptance drop on one real
+CPU engine (tiny models, direct /metrics, the real registry, ``EngineExecutor`` as `specops monitor`
+wires it through ``drift.service.Watcher``), decided by the real policy rules
+(playbooks/policies/default.yaml), the real γ predictor (``api.monitor.gamma_predictor`` with the
+cpu-tiny profile, as `specops monitor --profile cpu-tiny` builds it) and the profile's real floors and
+break-even. Nothing is forced: no floor is set by hand and no predictor is made free.
 
-One deployment ``act`` is taken through the steps in order (each one leaves the state the next needs),
-eight engine starts in all (≈ 22 min on 2 loaded cores), so this module has the marker ``long`` and
-target (`make test-long`; deselected by `make test`):
+One deployment ``act`` (five engine starts, down from eight; marker ``long``, `make test-long`):
 
-1. deploy target-v1 with an *untrained* draft (random weights, same tokenizer: acceptance ≈ 0);
-2. `specops restart act`: a new engine process with the same argv;
-3. heal's canary with the trained draft-v1 wins on the engines' own counters, and heal's default
-   hand-over (``promote_local(handover="restart")``) restarts ``act`` on its port with draft-v1;
-4. heal's canary with the untrained draft loses; ``rollback_local`` stops the canary, the incumbent
-   keeps serving draft-v1 in the same process;
-5. monitor ``restart_probe``; 6. monitor ``retune_gamma`` (γ 3 → 4); 7. monitor
-   ``disable_speculation``: each time the engine comes back changed, seen in its argv
-   (/proc/PID/cmdline), its /metrics and the registry (row and ``monitor.<action>`` event).
+1. deploy target-v1 with ``draft-live``, a copy of the trained draft-v1 (start 1); healthy windows,
+   the baseline is recorded from them;
+2. the real predictor, on the tiny pair's measured per-position acceptance and the profile's draft
+   cost, proposes another γ than 3 (a shorter one on this pair); the rule applies it: ``retune_gamma`` (start 2);
+3. behind the monitor's back ``draft-live``'s weights are replaced by an untrained draft of the same
+   architecture (random weights, seed 0; what scripts/record_traces.py's draft-swap scenario did) and
+   `specops restart act` restarts the engine with the same argv (start 3), which loads them;
+4. the collapse detector flags ``ACCEPTANCE_COLLAPSE`` within two windows with
+   ``stale_draft_weights`` suspected; the policy's collapse rule runs ``restart_probe`` (start 4),
+   which cannot bring acceptance back (the weights on disk are the bad ones);
+5. acceptance stays below the profile's break-even: ``BELOW_BREAK_EVEN`` -> ``disable_speculation``
+   (start 5).
 
-``SPECOPS_TEST_ACTIONS_FROM=N`` (N = 5, 6 or 7; steps 2-4 run together) runs step 1 with the trained draft-v1, then steps N..7
-only (N = 6: three engine starts), e.g. to see a step's asserts fail with its action disabled.
+Test settings, not decisions: the policy's windows are shortened for a test (floor_windows 4,
+min_drafts 30, γ evaluated every window with min_gain 0 and confirmed twice), and the deployment
+allows restart probes (its ``restart_allowed`` label).
 
-Steps 3-4 call heal's own canary / promote / rollback functions (the steps ``specops heal`` runs after
-its retraining step; the retraining itself is covered by tests/heal/test_closed_loop_engine.py).
-The monitor steps use test policies whose rules trigger the action on a finding the real engine
-produces: a per-token floor of 0.99 (the tiny pair reaches ≈ 0.5) makes ACCEPTANCE_BELOW_FLOOR, and
-for γ an injected predictor (``reference_predictor`` with no draft or verification cost, so more γ
-always predicts faster, where `specops monitor`'s cpu-tiny model would propose a shorter γ for the tiny pair's α ≈ 0.5)
-makes GAMMA_CHANGE_PROPOSED.
+One run (2026-12-03, 2 shared cores under load): 502 s, not counting the wait for the engine lock;
+the predictor proposed γ 3 -> 1 (α 0.52, conditional acceptance 0.72, 0.15; predicted speedup
+1.21 -> 1.44), the collapse was flagged on the second window after the restart (τ − 1 = 0.000 against
+0.938, stale_draft_weights suspected), the probe ran in that cycle, and BELOW_BREAK_EVEN (α 0.10 <
+0.20 at γ 1) switched speculation off two windows later.
+
+``SPECOPS_TEST_ACTIONS_NO_SWAP=1`` skips the weight swap (step 3 restarts the same trained draft):
+then step 4's collapse, and every action after it, must not happen, and the test fails there.
+
+heal's canary, hand-over (``promote_local(handover="restart")``) and rollback used to be driven here
+too (three more starts); they are not decisions of the monitor and are left to tests/heal/.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -45,18 +54,19 @@ from tests.helpers.cli import CODE_PROMPTS, ok
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
-PROMPTS = CODE_PROMPTS
 NAME = "act"
-FROM = int(os.environ.get("SPECOPS_TEST_ACTIONS_FROM", "1"))  # run step 1, then steps FROM..7 (module docstring)
+NO_SWAP = os.environ.get("SPECOPS_TEST_ACTIONS_NO_SWAP") == "1"  # the drop is not there: the test must fail
 
 
-
-
-def _traffic(endpoint: str) -> None:
-    for p in PROMPTS:
+def _traffic(endpoint: str, rounds: int = 3) -> None:
+    """``rounds`` passes over the code prompts, four clients at a time (≈ 100+ drafts per pass)."""
+    def one(p: str) -> None:
         r = httpx.post(endpoint + "/v1/completions", timeout=300,
                        json={"model": "tiny", "prompt": p, "max_tokens": 32, "temperature": 0, "ignore_eos": True})
         assert r.status_code == 200, r.text
+
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(one, CODE_PROMPTS * rounds))
 
 
 def _metrics(endpoint: str) -> dict[str, float]:
@@ -91,182 +101,151 @@ def _row():
     return row
 
 
-def _untrained_draft(like: Path, out: Path) -> Path:
-    """A real draft model with draft-v1's architecture and tokenizer and random weights."""
+def _untrain(folder: Path) -> None:
+    """Replace the draft's weights in ``folder`` by an untrained model of the same config (seed 0)."""
     import torch
-    from transformers import AutoConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(AutoConfig.from_pretrained(like))
-    model.save_pretrained(out)
-    for f in like.iterdir():
-        if f.is_file() and ("token" in f.name or f.name == "special_tokens_map.json"):
-            shutil.copy2(f, out / f.name)
-    return out
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+    for f in folder.glob("*.safetensors"):
+        f.unlink()
+    model.save_pretrained(folder, safe_serialization=True)
 
 
-def _policy(tmp_path: Path, name: str, rules: str, gamma: str = "mode: propose") -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f"name: {name}\nallow_restart_probe: true\nallow_disable_speculation: true\n"
-                    "detection: {min_drafts: 1, floor_windows: 1}\n"
-                    f"gamma: {{{gamma}}}\nrules:\n{rules}")
+def _policy(tmp_path: Path) -> str:
+    """The default policy's rules, its windows shortened for a test and γ changes applied."""
+    import yaml
+
+    from specops.playbooks import playbook_path
+
+    pol = yaml.safe_load((playbook_path("policies") / "default.yaml").read_text())
+    pol["name"] = "act-test"
+    pol["detection"].update({"min_drafts": 30, "floor_windows": 4})
+    pol["gamma"].update({"mode": "apply", "kind": "gamma", "min_gain": 0.0, "min_dwell_minutes": 0,
+                         "evaluate_every_windows": 1, "confirm_evaluations": 2, "min_drafts": 30})
+    pol["rules"].append({"name": "apply-gamma", "when": ["GAMMA_CHANGE_PROPOSED"], "actions": [{"kind": "retune_gamma"}]})
+    path = tmp_path / "act-test.yaml"
+    path.write_text(yaml.safe_dump(pol, sort_keys=False))
     return str(path)
 
 
-def _monitor_cycle(policy: str, *, floor: float | None = None, predictor=None):
-    """One cycle of the real monitor (Watcher: registry rows, direct /metrics, EngineExecutor)."""
+def _watcher(policy: str):
+    """`specops monitor --profile cpu-tiny --policy POLICY -d act`'s Watcher, warmed from stored windows."""
+    from specops.api.monitor import gamma_predictor
     from specops.drift.service import MonitorOptions, Watcher
 
+    reg = open_registry()
+    opts = MonitorOptions(policy=policy, interval_s=60, deployments=[NAME], profile="cpu-tiny")
+    w = Watcher(reg, opts, predictor=gamma_predictor("cpu-tiny"))
+    w.warm()
+    return w
+
+
+def _cycles(w, endpoint: str, n: int, *, until=None, record_baseline: bool = False) -> list:
+    """Up to ``n`` windows of traffic, one monitor cycle after each; stops after the first report for
+    which ``until(report)`` holds. Returns the reports."""
+    reports = []
+    for _ in range(n):
+        _traffic(endpoint)
+        w.options = w.options.model_copy(update={"record_baseline": record_baseline})
+        r = w.cycle()
+        print(r.model_dump_json(include={"outcome", "unseen", "findings", "actions", "notes"}))
+        reports.append(r)
+        if until is not None and until(r):
+            break
+    return reports
+
+
+def _codes(reports) -> list[list[str]]:
+    return [[f.code for f in r.findings] for r in reports]
+
+
+def _done(reports, action: str) -> bool:
+    return any(a.action == action and a.outcome == "done" for r in reports for a in r.actions)
+
+
+def _events(kind: str) -> list:
     with open_registry() as reg:
-        w = Watcher(reg, MonitorOptions(policy=policy, interval_s=60, deployments=[NAME]), predictor=predictor)
-        if floor is not None:
-            w.monitor.watches[NAME].target.alpha_floor = floor
-        report = w.cycle()
-        events = [e for e in reg.events(subject=NAME, limit=200) if e.kind.startswith("monitor.")]
-    print(report.model_dump_json(include={"outcome", "unseen", "findings", "actions", "notes"}))
-    return report, events
+        return [e for e in reg.events(subject=NAME, limit=500) if e.kind == kind]
 
 
-def test_monitor_actions_restart_and_heal_handover_on_one_engine(cli, tmp_path, tiny_models, engine_lock):
-    bad = _untrained_draft(tiny_models["draft-v1"], tmp_path / "draft-untrained")
+def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_models, engine_lock):
+    live = tmp_path / "draft-live"
+    shutil.copytree(tiny_models["draft-v1"], live)
     with open_registry() as reg:
         reg.register_target(str(tiny_models["target-v1"]), name="tiny", version="1")
-        reg.register_draft(str(bad), target="tiny@1", name="tiny-draft", version="0", method="draft_model")
-        reg.register_draft(str(tiny_models["draft-v1"]), target="tiny@1", name="tiny-draft", version="1",
-                           method="draft_model")
-    first_draft = bad if FROM <= 2 else tiny_models["draft-v1"]
+        reg.register_draft(str(live), target="tiny@1", name="tiny-draft", version="1", method="draft_model")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     spec = tmp_path / "act.yaml"
     spec.write_text(f"name: {NAME}\ntarget: {{model: {tiny_models['target-v1']}, ref: tiny@1}}\n"
-                    f"draft: {{model: {first_draft}, ref: tiny-draft@{0 if FROM <= 2 else 1}}}\n"
+                    f"draft: {{model: {live}, ref: tiny-draft@1}}\n"
                     "speculative: {method: draft_model, num_speculative_tokens: 3}\n"
                     "engine: {max_model_len: 512, dtype: bfloat16, max_num_seqs: 4}\n"
                     f"serve: {{port: {port}, served_model_name: tiny}}\nlocal: {{startup_timeout_s: 900}}\n")
-    heldout = PROMPTS
+    policy = _policy(tmp_path)
     try:
-        # 1. deploy (engine start 1)
+        # 1. deploy the trained copy (start 1); healthy windows; the baseline
         ok(cli("deploy", str(spec), "--no-check", timeout=1200))
+        with open_registry() as reg:
+            reg.upsert_deployment(NAME, platform="local", status="running", labels={"restart_allowed": "true"})
         first = _row()
-        first_argv = _argv(first.pid)
-        assert _spec_config(first_argv)["model"] == str(first_draft)
-        if FROM <= 2:
-            _steps_2_to_4(cli, tiny_models, first, first_argv, endpoint, heldout)
-        if FROM <= 5:
-            _step_5(tmp_path, endpoint)
-        if FROM <= 6:
-            _step_6(tmp_path, endpoint)
-        _step_7(tmp_path, endpoint)
+        assert _spec_config(_argv(first.pid))["model"] == str(live)
+        # 2. meanwhile the real predictor proposes another γ on the healthy pair's measured acceptance
+        #    (confirmed over two evaluations); the rule applies it (start 2)
+        w = _watcher(policy)
+        healthy = _cycles(w, endpoint, 6, record_baseline=True, until=lambda r: _done([r], "retune_gamma"))
+        assert any("baseline recorded" in n for r in healthy for n in r.notes), [r.notes for r in healthy]
+        assert not any(c in codes for codes in _codes(healthy) for c in
+                       ("ACCEPTANCE_COLLAPSE", "BELOW_BREAK_EVEN", "GAIN_DROP")), _codes(healthy)
+        assert _done(healthy, "retune_gamma"), _codes(healthy)
+        prop = next(f for r in healthy for f in r.findings if f.code == "GAMMA_CHANGE_PROPOSED")
+        assert prop.evidence["score_proposed"] > prop.evidence["score_current"]  # the model's own reason
+        row = _row()
+        gamma = row.num_speculative_tokens
+        assert row.pid != first.pid and gamma is not None and gamma not in (0, 3), row
+        assert _spec_config(_argv(row.pid))["num_speculative_tokens"] == gamma
+        assert _events("monitor.retune_gamma")
+
+        # 3. the draft's weights swapped behind the monitor's back; `specops restart` (start 3)
+        before_argv = _argv(row.pid)
+        if not NO_SWAP:
+            _untrain(live)
+        ok(cli("restart", NAME, timeout=1200))
+        row = _row()
+        assert _argv(row.pid) == before_argv and row.endpoint == endpoint
+
+        # 4. collapse within two windows, stale weights suspected; the collapse rule probes (start 4)
+        w = _watcher(policy)
+        collapsed = _cycles(w, endpoint, 2)
+        hit = [i for i, codes in enumerate(_codes(collapsed)) if "ACCEPTANCE_COLLAPSE" in codes]
+        assert hit and hit[0] <= 1, _codes(collapsed)
+        f = next(f for f in collapsed[hit[0]].findings if f.code == "ACCEPTANCE_COLLAPSE")
+        assert f.evidence["suspected"][0] == "stale_draft_weights", f.evidence["causes"]
+        causes = {c["cause"]: c["status"] for c in f.evidence["causes"]}
+        assert causes["method_mismatch"] == "ruled out", causes
+        assert _done(collapsed, "restart_probe"), [r.actions for r in collapsed]
+        probed = _row()
+        assert probed.pid != row.pid and _argv(probed.pid) == before_argv  # restarted, same launch
+        assert _events("monitor.restart_probe")
+
+        # 5. the probe cannot help (the bad weights are on disk): below break-even -> fall back (start 5)
+        fallback = _cycles(w, endpoint, 6, until=lambda r: _done([r], "disable_speculation"))
+        assert any("ACCEPTANCE_COLLAPSE" in codes for codes in _codes(fallback)), _codes(fallback)
+        be = next(f for r in fallback for f in r.findings if f.code == "BELOW_BREAK_EVEN")
+        assert be.evidence["alpha_recent"] < be.evidence["break_even"], be.evidence
+        assert _done(fallback, "disable_speculation"), _codes(fallback)
+        row = _row()
+        assert _spec_config(_argv(row.pid)) is None and "--speculative-config" not in (row.argv_redacted or [])
+        assert row.method == "none" and row.draft_ref is None and row.num_speculative_tokens is None, row
+        assert _events("monitor.disable_speculation")
+        from specops.settings import deployment_dir
+
+        assert (deployment_dir(NAME) / "spec.before-fallback.yaml").is_file()
+        _traffic(endpoint, rounds=1)
+        m = _metrics(endpoint)
+        assert m.get("vllm:generation_tokens_total", 0.0) > 0
+        assert m.get("vllm:spec_decode_num_drafts_total", 0.0) == 0  # it no longer speculates
     finally:
-        cli("stop", f"{NAME}-canary", timeout=300)
         cli("stop", NAME, timeout=300)
-
-
-def _steps_2_to_4(cli, tiny_models, first, first_argv, endpoint, heldout):
-    from specops.heal.canary import canary_local
-    from specops.heal.promote import promote_local, rollback_local
-
-    # 2. `specops restart` (start 2): a new process, the same launch
-    r = ok(cli("restart", NAME, timeout=1200))
-    print(r.stdout)
-    row = _row()
-    assert row.pid != first.pid and row.endpoint == endpoint
-    assert _argv(row.pid) == first_argv and row.draft_ref == "tiny-draft@0"
-
-    # 3. heal's canary: draft-v1 beats the untrained incumbent (start 3); default hand-over (start 4)
-    with open_registry() as reg:
-        won = canary_local(NAME, "tiny-draft@1", heldout, registry=reg, max_tokens=32, min_gain=0.05)
-        print("canary 1:", won.decision.model_dump_json())
-        inc, cand = won.incumbent.acceptance, won.candidate_run.acceptance
-        assert inc.num_draft_tokens > 0 and cand.num_draft_tokens > 0
-        assert won.decision.action == "promote" and cand.acceptance_rate > inc.acceptance_rate + 0.05
-        promoted = promote_local(NAME, won, registry=reg)  # handover="restart", heal's default
-        assert reg.get_deployment(f"{NAME}-canary").status == "stopped"
-        assert "heal.promoted" in {e.kind for e in reg.events(subject=NAME, limit=200)}
-    row = _row()
-    assert promoted.draft_ref == row.draft_ref == "tiny-draft@1"
-    assert row.endpoint == endpoint and row.pid != first.pid  # same port, clients keep their URL
-    assert _spec_config(_argv(row.pid))["model"] == str(tiny_models["draft-v1"])
-    _traffic(endpoint)
-    assert _metrics(endpoint)["vllm:spec_decode_num_accepted_tokens_total"] > 0
-
-    # 4. a losing canary (the untrained draft, start 5) is rolled back; the incumbent keeps serving
-    incumbent_pid = row.pid
-    with open_registry() as reg:
-        lost = canary_local(NAME, "tiny-draft@0", heldout, registry=reg, max_tokens=32, min_gain=0.05)
-        print("canary 2:", lost.decision.model_dump_json())
-        assert lost.decision.action == "rollback"
-        assert lost.candidate_run.acceptance.acceptance_rate < lost.incumbent.acceptance.acceptance_rate
-        rollback_local(NAME, registry=reg, canary=lost.canary, reason=f"canary: {lost.decision.reason}")
-        assert reg.get_deployment(f"{NAME}-canary").status == "stopped"
-        assert "heal.rollback" in {e.kind for e in reg.events(subject=NAME, limit=200)}
-    row = _row()
-    assert row.pid == incumbent_pid and row.draft_ref == "tiny-draft@1"
-    assert _spec_config(_argv(row.pid))["model"] == str(tiny_models["draft-v1"])
-
-
-def _step_5(tmp_path, endpoint):
-    # 5. monitor restart_probe (start 6)
-    with open_registry() as reg:
-        reg.upsert_deployment(NAME, platform="local", status="running", labels={"restart_allowed": "true"})
-    _traffic(endpoint)
-    before = _row()
-    before_argv = _argv(before.pid)
-    report, events = _monitor_cycle(_policy(tmp_path, "probe", "  - name: probe\n    when: [ACCEPTANCE_BELOW_FLOOR]\n"
-                                            "    actions: [{kind: restart_probe}]\n"), floor=0.99)
-    done = [(a.action, a.outcome, a.detail) for a in report.actions]
-    assert ("restart_probe", "done", "") in done, done
-    row = _row()
-    assert row.pid != before.pid and _argv(row.pid) == before_argv  # restarted, same launch
-    assert any(e.kind == "monitor.restart_probe" and e.data.get("outcome") == "done" for e in events)
-    assert _metrics(endpoint).get("vllm:spec_decode_num_drafts_total", 0.0) == 0  # a fresh engine
-
-
-def _step_6(tmp_path, endpoint):
-    from specops.drift.gamma import reference_predictor
-
-    # 6. monitor retune_gamma: γ 3 -> 4 (start 7)
-    _traffic(endpoint)
-    before = _row()
-    assert _metrics(endpoint).get("pos:3") is None  # γ 3: positions 0-2 only
-    gamma = ("mode: apply, kind: gamma, max_gamma: 4, min_gain: 0.0, min_dwell_minutes: 0, "
-             "evaluate_every_windows: 1, confirm_evaluations: 1, min_drafts: 1")
-    report, events = _monitor_cycle(_policy(tmp_path, "gamma", "  - name: apply-gamma\n    when: "
-                                            "[GAMMA_CHANGE_PROPOSED]\n    actions: [{kind: retune_gamma}]\n",
-                                            gamma),
-                                    predictor=reference_predictor(draft_cost=0.0, overhead=0.0,
-                                                                  verify_per_token_batch=0.0))
-    done = [(a.action, a.outcome, a.detail) for a in report.actions]
-    assert ("retune_gamma", "done", "") in done, done
-    row = _row()
-    assert row.pid != before.pid
-    assert _spec_config(_argv(row.pid))["num_speculative_tokens"] == 4
-    assert row.num_speculative_tokens == 4
-    assert any(e.kind == "monitor.retune_gamma" and e.data.get("outcome") == "done" for e in events)
-    _traffic(endpoint)
-    m = _metrics(endpoint)
-    assert "pos:3" in m and m["vllm:spec_decode_num_drafts_total"] > 0  # the engine drafts 4 tokens now
-
-
-def _step_7(tmp_path, endpoint):
-    # 7. monitor disable_speculation (start 8)
-    _traffic(endpoint)
-    before = _row()
-    report, events = _monitor_cycle(_policy(tmp_path, "fallback", "  - name: fall-back\n    when: "
-                                            "[ACCEPTANCE_BELOW_FLOOR]\n    actions: [{kind: disable_speculation}]\n"),
-                                    floor=0.99)
-    done = [(a.action, a.outcome, a.detail) for a in report.actions]
-    assert ("disable_speculation", "done", "") in done, done
-    row = _row()
-    assert row.pid != before.pid
-    assert _spec_config(_argv(row.pid)) is None and "--speculative-config" not in (row.argv_redacted or [])
-    print("row after disable_speculation:", row.method, row.draft_ref, row.num_speculative_tokens)
-    assert row.method == "none" and row.draft_ref is None and row.num_speculative_tokens is None, row
-    assert any(e.kind == "monitor.disable_speculation" and e.data.get("outcome") == "done" for e in events)
-    from specops.settings import deployment_dir
-
-    assert (deployment_dir(NAME) / "spec.before-fallback.yaml").is_file()
-    _traffic(endpoint)
-    m = _metrics(endpoint)
-    assert m.get("vllm:generation_tokens_total", 0.0) > 0
-    assert m.get("vllm:spec_decode_num_drafts_total", 0.0) == 0  # it no longer speculates

@@ -62,6 +62,11 @@ def test_promql_acceptance_equals_metrics_delta_over_the_same_window(served):
     assert p.mean_acceptance_length == pytest.approx(d.mean_acceptance_length)
     assert p.per_position_rate == pytest.approx(d.per_position_rate)
     assert p.num_speculative_tokens == d.num_speculative_tokens == 3
+    # the four prefix-cache counters come back from one query (label_replace ... or ...), as the deltas say
+    # (increase() extrapolates every series of a scrape by the same factor: compare per draft)
+    assert d.prefix_cache_queries > 0 and d.prefix_hit_rate == 0.0 == p.prefix_hit_rate
+    assert p.prefix_cache_queries / p.num_drafts == pytest.approx(d.prefix_cache_queries / d.num_drafts)
+    assert p.prefix_cache_hits == d.prefix_cache_hits == 0 and p.external_prefix_cache_queries == 0
     assert not p.counter_reset
 
 
