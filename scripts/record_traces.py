@@ -340,6 +340,8 @@ def main() -> None:
 
     traffic = Traffic(endpoint)
     started = datetime.now(timezone.utc)
+    # the commit the recording starts from (work committed while it runs is not in this recorder)
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     try:
         event("engine-start")
         event("engine-healthy", at=engine.start())
@@ -375,7 +377,6 @@ def main() -> None:
         engine.stop()
         log.close()
 
-    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     build = json.loads((MODELS / "BUILD.json").read_text())
     argv = [a.replace(str(MODELS), "tests/assets/tiny-models").replace(str(draft_dir), "<recorder work>/draft")
             .replace(sys.executable, "python") for a in engine.argv]
