@@ -36,6 +36,14 @@ replaced by an untrained draft of the same architecture (random weights, seed 0)
 restarted with the same argv (``swap-restart``: scrapes fail while it is down); ``stale``: the same
 traffic on the stale draft, whose drafts the target almost never accepts.
 
+Scenario ``long-steady`` (issue 35): ngram γ=3, one traffic distribution held for 20 minutes - ten
+two-minute ``steady-NN`` phases whose concurrency cycles through 4, 2, 3, 1 clients; every request
+draws (seeded, per client) its prompt from a wider pool (``PROMPTS`` plus ``MORE_PROMPTS``: code and
+prose), its ``max_tokens`` from 32/64/96 and its sampling from a fixed mix (greedy 70 %, temperature
+0.7 20 %, temperature 1.0 10 %), so acceptance per window varies the way a real mixed workload does
+while the distribution stays the same; then a restart with the same argv and ``after-restart``: two
+more minutes of the same traffic on the new engine.
+
 Scenario ``short-life-restart``: two scrapes of greedy traffic, a restart, eight more: the second
 engine's counters climb past the first's, as a monitor that did not scrape across the restart (a
 cron run every few minutes) sees them.
@@ -84,6 +92,20 @@ PROMPTS = [
     "class Node:\n    def __init__(self, value, next=None):\n",
 ]
 
+# a wider pool for the long steady trace: more code and some prose
+MORE_PROMPTS = [
+    "def merge_sorted(a, b):\n    result = []\n",
+    "SELECT name, count(*)\nFROM orders\n",
+    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+    "Once upon a time, in a small village by the sea, there lived",
+    "for i in range(10):\n    print(i)\nfor i in range(10):\n",
+    "<html>\n  <head>\n    <title>",
+    "Q: What is the capital of France?\nA:",
+    "1, 2, 3, 4, 5, 6, 7, 8,",
+]
+# the per-request sampling mix of the long steady trace: (weight, request settings)
+MIX = [[0.7, {"temperature": 0}], [0.2, {"temperature": 0.7, "top_p": 0.95}], [0.1, {"temperature": 1.0}]]
+
 # (phase, scrapes, request settings); the restart and the gap are handled by name; "_clients" in the
 # settings sets how many clients send in that phase (default 4)
 SCENARIOS = {}
@@ -99,6 +121,12 @@ SCENARIOS["schedule-load"] = [
     ("high-1", 8, {"temperature": 0, "_clients": 4}),
     ("low-2", 8, {"temperature": 0, "_clients": 1}),
     ("high-2", 8, {"temperature": 0, "_clients": 4}),
+]
+SCENARIOS["long-steady"] = [
+    *((f"steady-{i + 1:02d}", 12, {"_clients": (4, 2, 3, 1)[i % 4], "_mix": MIX, "_max_tokens": [32, 64, 96],
+                                   "_prompts": "wide"}) for i in range(10)),
+    ("restart", 0, None),
+    ("after-restart", 12, {"_clients": 4, "_mix": MIX, "_max_tokens": [32, 64, 96], "_prompts": "wide"}),
 ]
 SCENARIOS["restart-gap"] = [
     ("steady-1", 14, {"temperature": 0}),
@@ -173,6 +201,9 @@ class Traffic:
         self.settings: dict | None = None
         self.stop_ev = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.mix: list | None = None
+        self.lengths: list[int] | None = None
+        self.prompts = PROMPTS
         self.sent = self.failed = 0
         self.seed = 0
         self.lock = threading.Lock()
@@ -180,6 +211,9 @@ class Traffic:
     def run(self, settings: dict) -> None:
         settings = dict(settings)
         clients = settings.pop("_clients", self.clients)
+        self.mix = settings.pop("_mix", None)
+        self.lengths = settings.pop("_max_tokens", None)
+        self.prompts = PROMPTS + MORE_PROMPTS if settings.pop("_prompts", None) == "wide" else PROMPTS
         self.settings, self.stop_ev = settings, threading.Event()
         self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
         for t in self.threads:
@@ -192,14 +226,21 @@ class Traffic:
         self.threads = []
 
     def _client(self, i: int) -> None:
+        import random
+
         n = i
         with httpx.Client(timeout=300) as c:
             while not self.stop_ev.is_set():
                 with self.lock:
                     self.seed += 1
                     seed = self.seed
-                body = {"model": "tiny", "prompt": PROMPTS[n % len(PROMPTS)], "max_tokens": self.max_tokens,
+                body = {"model": "tiny", "prompt": self.prompts[n % len(self.prompts)], "max_tokens": self.max_tokens,
                         "ignore_eos": True, **(self.settings or {})}
+                if self.mix:  # one seeded draw per request: prompt, length and sampling from the mix
+                    rng = random.Random(seed)
+                    body["prompt"] = rng.choice(self.prompts)
+                    body["max_tokens"] = rng.choice(self.lengths or [self.max_tokens])
+                    body.update(rng.choices([m[1] for m in self.mix], weights=[m[0] for m in self.mix])[0])
                 if body.get("temperature"):
                     body["seed"] = seed
                 n += self.clients
@@ -299,6 +340,8 @@ def main() -> None:
 
     traffic = Traffic(endpoint)
     started = datetime.now(timezone.utc)
+    # the commit the recording starts from (work committed while it runs is not in this recorder)
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     try:
         event("engine-start")
         event("engine-healthy", at=engine.start())
@@ -334,7 +377,6 @@ def main() -> None:
         engine.stop()
         log.close()
 
-    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     build = json.loads((MODELS / "BUILD.json").read_text())
     argv = [a.replace(str(MODELS), "tests/assets/tiny-models").replace(str(draft_dir), "<recorder work>/draft")
             .replace(sys.executable, "python") for a in engine.argv]
@@ -354,6 +396,8 @@ def main() -> None:
             "speculative_config": spec,
             "engine_argv": argv,
             "traffic": {"clients": traffic.clients, "max_tokens": traffic.max_tokens, "prompts": PROMPTS,
+                        **({"more_prompts": MORE_PROMPTS} if any(s and s.get("_prompts") for _, _, s in phases)
+                           else {}),
                         "phases": {p: s for p, _, s in phases if s is not None}},
             "scrape_interval_s": args.interval,
             "scenario": args.scenario,

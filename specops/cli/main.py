@@ -14,9 +14,16 @@ import sys
 
 # Plain help and usage errors: rich-formatted help costs ~0.3 s of imports on every `--help`
 # (STYLE: `specops --help` starts in <= 0.3 s). Set TYPER_USE_RICH=1 to get the boxed help back.
-os.environ.setdefault("TYPER_USE_RICH", "0")
-
-import typer  # noqa: E402
+# typer reads the variable once, when it is imported: it is set for that import only, so importing
+# this module leaves the process environment (and what child processes inherit) as it was.
+_RICH = os.environ.get("TYPER_USE_RICH")
+if _RICH is None:
+    os.environ["TYPER_USE_RICH"] = "0"
+try:
+    import typer
+finally:
+    if _RICH is None:
+        os.environ.pop("TYPER_USE_RICH", None)
 
 app = typer.Typer(
     name="specops",

