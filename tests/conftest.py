@@ -43,7 +43,18 @@ def _shuffle_seed(config) -> int | None:
 
 
 def pytest_configure(config):
-    config._specops_shuffle_seed = _shuffle_seed(config)
+    worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: the controller's seed, not its own
+    if worker is not None and "specops_shuffle_seed" in worker:
+        config._specops_shuffle_seed = worker["specops_shuffle_seed"]
+    else:
+        config._specops_shuffle_seed = _shuffle_seed(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist (`-n 2`): every worker shuffles with the controller's seed, so all collect the same order
+    (xdist refuses workers whose collections differ) and `random` is drawn once and printed once."""
+    node.workerinput["specops_shuffle_seed"] = getattr(node.config, "_specops_shuffle_seed", None)
 
 
 def pytest_report_header(config):
