@@ -5,7 +5,8 @@ without): n-gram and draft_model, float32 so that greedy outputs can be compared
 verification can flip an argmax); the no-speculation side of the comparison is the session pool's
 baseline engine (tests/engines/pool.py, the same target, float32, read only). Plus one engine that
 dies while loading its (corrupt) weights. vLLM's pre-launch check runs once, for the n-gram deploy
-(where it passes); tests/engines/test_vllm_check.py has the launches it rejects.
+(where it passes); tests/engines/test_vllm_check.py has the launches it rejects. The n-gram engine is
+also timed against the pool's baseline: speculation must be faster, not only counted (issue 35).
 """
 
 from __future__ import annotations
