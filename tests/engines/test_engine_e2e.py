@@ -34,9 +34,11 @@ START_TIMEOUT = 900
 # Speculation must be faster where the tune run shows it (docs/results/tune-full-run.txt, c=1: n-gram γ=2-3
 # 187-193 tok/s against 136-140 without speculation, +33-37%; draft_model γ=3 is not faster there, so it
 # is not asserted). Both engines measured in this test, alternating, on the same prompts.
+# The margin from this test's own rounds (2026-12-03, load average 13-22): n-gram 1.45, 1.34, 1.34 (median
+# 1.34); the same test with the deploy's speculation removed 0.99, 1.11, 0.93 (median 0.99): halfway.
 SPEED_ROUNDS = 3
 SPEED_MAX_TOKENS = 64
-MIN_SPEEDUP = 1.10
+MIN_SPEEDUP = 1.15
 
 
 def _free_port() -> int:
