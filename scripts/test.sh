@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: starts the services the tests need (Debian's Prometheus and PostgreSQL; installs
 # them when missing), then runs pytest in two parts:
-#   1. the fast selection (no engine, vLLM, service or slow test) on SPECOPS_TEST_WORKERS pytest-xdist
-#      workers (default 2: the machine's cores), in a random order whose seed is printed
+#   1. the fast selection (no engine, vLLM, service or slow test), on SPECOPS_TEST_WORKERS pytest-xdist
+#      workers (default 0: one process; 2 measured slower on the shared box, docs/development.md), in a random order whose seed is printed
 #      (SPECOPS_TEST_SHUFFLE=N repeats one; every test must pass whatever ran before it);
 #   2. the rest (real engines, vLLM, Prometheus, promtool, PostgreSQL, slow) in one process, in file
 #      order: the session's engine pool (tests/engines/pool.py) starts once there.
@@ -19,10 +19,10 @@ if [[ $SEED == random ]]; then SEED=$((RANDOM * 32768 + RANDOM)); fi
 # own OUT/TIER.<part>.xml (a later --junitxml wins), which the budget reads together.
 junit() { if [[ ${PYTEST_ADDOPTS:-} =~ --junitxml=([^ ]+)\.xml ]]; then echo "--junitxml=${BASH_REMATCH[1]}.$1.xml"; fi; }
 bash scripts/services.sh
-echo "make test, part 1: the fast selection on ${SPECOPS_TEST_WORKERS:-2} workers, shuffled with seed $SEED" \
+echo "make test, part 1: the fast selection on ${SPECOPS_TEST_WORKERS:-0} workers, shuffled with seed $SEED" \
      "(repeat: SPECOPS_TEST_SHUFFLE=$SEED make test)"
 rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SPECOPS_TEST_WORKERS:-2}" -m "$FAST" --shuffle="$SEED" \
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SPECOPS_TEST_WORKERS:-0}" -m "$FAST" --shuffle="$SEED" \
     $(junit fast) "$@" || rc=$?
 echo "make test, part 2: engines, vLLM, services and slow tests in one process"
 .venv/bin/python -m pytest -q -m "$REST" $(junit rest) "$@" || rc=$((rc ? rc : $?))
