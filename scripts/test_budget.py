@@ -7,7 +7,8 @@
     python3 scripts/test_budget.py report --junit x.xml [--events x.events]   # any pytest junit XML
 
 ``run TIER -- CMD...`` runs CMD with ``PYTEST_ADDOPTS=--junitxml=OUT/TIER.xml`` (pytest reads it, so
-any make target works as written) and ``SPECOPS_TEST_EVENTS=OUT/TIER.events`` (the test-only hook in
+any make target works as written; a command of several pytest runs, scripts/test.sh, gives each its own
+``OUT/TIER.PART.xml``, and the tier is all of them) and ``SPECOPS_TEST_EVENTS=OUT/TIER.events`` (the test-only hook in
 specops/engines/local.py: one line per real vLLM engine start, failed start and vLLM pre-launch check,
 from whichever process made it, with the test that caused it), times CMD's wall clock (venv and
 service set-up included) into OUT/TIER.json, then prints the report. OUT (default ``.test-budget/``,
@@ -96,11 +97,12 @@ def read_events(path: Path, tier: Tier) -> None:
 
 def load_tier(out: Path, name: str) -> Tier | None:
     xml, events, meta = out / f"{name}.xml", out / f"{name}.events", out / f"{name}.json"
-    if not (xml.is_file() or events.is_file() or meta.is_file()):
-        return None
     tier = Tier(name)
-    if xml.is_file():
-        read_junit(xml, tier)
+    parts = sorted(out.glob(f"{name}.*.xml"))  # scripts/test.sh: one junit file per pytest run
+    if not (xml.is_file() or events.is_file() or meta.is_file() or parts):
+        return None
+    for x in ([xml] if xml.is_file() else []) + parts:
+        read_junit(x, tier)
     if events.is_file():
         read_events(events, tier)
     if meta.is_file():
@@ -163,6 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for suffix in (".xml", ".events", ".json"):
         (out / f"{args.tier}{suffix}").unlink(missing_ok=True)
+    for part in out.glob(f"{args.tier}.*.xml"):
+        part.unlink()
     env = dict(os.environ)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [env.get("PYTEST_ADDOPTS"),
                                                    f"--junitxml={out / (args.tier + '.xml')}"]))

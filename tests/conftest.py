@@ -43,7 +43,18 @@ def _shuffle_seed(config) -> int | None:
 
 
 def pytest_configure(config):
-    config._specops_shuffle_seed = _shuffle_seed(config)
+    worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: the controller's seed, not its own
+    if worker is not None and "specops_shuffle_seed" in worker:
+        config._specops_shuffle_seed = worker["specops_shuffle_seed"]
+    else:
+        config._specops_shuffle_seed = _shuffle_seed(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist (`-n 2`): every worker shuffles with the controller's seed, so all collect the same order
+    (xdist refuses workers whose collections differ) and `random` is drawn once and printed once."""
+    node.workerinput["specops_shuffle_seed"] = getattr(node.config, "_specops_shuffle_seed", None)
 
 
 def pytest_report_header(config):
@@ -65,13 +76,35 @@ def pytest_collection_modifyitems(session, config, items):
         random.Random(seed).shuffle(items)  # whole-suite order, across files and classes
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_vllm_cache(tmp_path_factory):
+    """One vLLM cache folder (VLLM_CACHE_ROOT) for the engines this pytest session starts itself
+    (tests/metrics/engines.py; SPECOPS_TEST_VLLM_CACHE): vLLM caches there what it learns about a model
+    class (``modelinfos/``: its registry otherwise inspects the class in a fresh interpreter, ≈ 15 s of
+    CPU per engine start). A folder of this session only: nothing is reused from an earlier run."""
+    os.environ.setdefault("SPECOPS_TEST_VLLM_CACHE", str(tmp_path_factory.getbasetemp() / "vllm-cache"))
+
+
+def _seed_vllm_cache(home: Path) -> None:
+    """A `specops deploy` in an engine test gets the session's vLLM model-class cache in its own cache
+    folder (SPECOPS_HOME/cache/vllm: what a user's second deploy finds there); the first start of the
+    session fills it (the pool's, or the first deploy's own start)."""
+    src = Path(os.environ.get("SPECOPS_TEST_VLLM_CACHE", "/nonexistent")) / "modelinfos"
+    if src.is_dir():
+        import shutil
+
+        shutil.copytree(src, home / "cache" / "vllm" / "modelinfos", dirs_exist_ok=True)
+
+
 @pytest.fixture(autouse=True)
-def specops_home(tmp_path, monkeypatch):
+def specops_home(tmp_path, monkeypatch, request):
     """Also puts the whole environment back after the test: the library sets variables itself
     (specops/retrain/hf.py: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), which would leak into later tests."""
     before = dict(os.environ)
     home = tmp_path / "specops-home"
     home.mkdir()
+    if request.node.get_closest_marker("engine"):
+        _seed_vllm_cache(home)
     monkeypatch.setenv("SPECOPS_HOME", str(home))
     for var in ("SPECOPS_DB", "SPECOPS_PROMETHEUS_URL", "SPECOPS_DEBUG", "SPECOPS_PLAYBOOKS"):
         monkeypatch.delenv(var, raising=False)

@@ -60,3 +60,30 @@ def test_run_records_a_command_and_nothing_recorded_is_exit_2(tmp_path):
     row = next(ln for ln in r.stdout.splitlines() if ln.startswith("| demo"))
     assert row.split("|")[8].strip() == "1"  # the child's engine start, through the inherited SPECOPS_TEST_EVENTS
     assert (tmp_path / "b" / "demo.json").is_file()
+
+
+def test_a_tier_of_several_pytest_runs_is_all_their_junit_parts_and_old_parts_go(tmp_path):
+    """scripts/test.sh runs pytest twice and turns the budget's --junitxml=OUT/TIER.xml into
+    OUT/TIER.fast.xml and OUT/TIER.rest.xml: the tier is both files; a part left by an earlier run is not."""
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "demo.stale.xml").write_text(JUNIT)  # an earlier run's part: deleted by `run`, never counted
+    # the command writes a part beside the file PYTEST_ADDOPTS names, as scripts/test.sh's junit() does
+    write = ("import os, re, pathlib; base = re.search(r'--junitxml=(\\S+)\\.xml', os.environ['PYTEST_ADDOPTS'])[1]; "
+             f"pathlib.Path(base + '.fast.xml').write_text({JUNIT!r}); pathlib.Path(base + '.rest.xml').write_text({JUNIT!r})")
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "test_budget.py"), "run", "--out", str(out), "demo", "--",
+                        sys.executable, "-c", write], capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.glob("demo.*.xml")) == ["demo.fast.xml", "demo.rest.xml"]
+    row = next(ln for ln in r.stdout.splitlines() if ln.startswith("| demo"))
+    # the same three test ids in both parts: 3 tests, their times added; failures and pytest time of both
+    assert [c.strip() for c in row.split("|")[3:7]] == ["3", "2", "2", "85 s"]
+
+
+def test_make_tests_junit_part_names_follow_the_budgets_file():
+    """scripts/test.sh's junit(): the part's file from the budget's PYTEST_ADDOPTS, nothing without one."""
+    fn = next(ln for ln in (REPO / "scripts" / "test.sh").read_text().splitlines() if ln.startswith("junit()"))
+    for addopts, want in (("-x --junitxml=/o/test.xml", "--junitxml=/o/test.fast.xml"), ("", "")):
+        r = subprocess.run(["bash", "-c", f"{fn}\njunit fast"], capture_output=True, text=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "PYTEST_ADDOPTS": addopts})
+        assert r.returncode == 0 and r.stdout.strip() == want, (addopts, r.stdout, r.stderr)

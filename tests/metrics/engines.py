@@ -33,7 +33,9 @@ def engine_env(tmp: Path) -> dict:
         short_tmp = Path(tempfile.mkdtemp(prefix="so-eng-", dir="/tmp"))
     short_tmp.mkdir(parents=True, exist_ok=True)
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-                "VLLM_CPU_KVCACHE_SPACE": "1", "TMPDIR": str(short_tmp), "VLLM_CACHE_ROOT": str(tmp / "cache")})
+                "VLLM_CPU_KVCACHE_SPACE": "1", "TMPDIR": str(short_tmp),
+                # the session's vLLM cache (tests/conftest.py): a model class is inspected once per session
+                "VLLM_CACHE_ROOT": os.environ.get("SPECOPS_TEST_VLLM_CACHE") or str(tmp / "cache")})
     iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
     if iomp.is_file():
         env["LD_PRELOAD"] = str(iomp)
