@@ -98,6 +98,7 @@ class Observation:
     notes: tuple[str, ...] = ()
     prefix_hit_rate: float | None = None  # prefix-cache hits / queries in the window (None: not exported)
     events: tuple[str, ...] = ()  # engine lifecycle events seen in the window: restart, sleep, wake_up, weight_update
+    requests_finished: float | None = None  # requests finished in the window (the capacity metric's load; issue 44)
 
     @property
     def total(self) -> LabelWindow | None:
@@ -143,7 +144,8 @@ def observation_from_measurement(m: Any, *, labels: Mapping[str, Any] | None = N
         deployment=m.deployment, at=m.window_end.timestamp(), window_s=m.seconds, labels=wins,
         gamma=m.num_speculative_tokens, kv_usage=m.kv_cache_usage, running=m.requests_running,
         waiting=m.requests_waiting, tpot_p50=m.tpot_p50, uptime_s=uptime_s,
-        target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes))
+        target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes),
+        requests_finished=getattr(m, "requests_finished", None))
 
 
 def _label_window(m: Any) -> LabelWindow:
