@@ -19,14 +19,14 @@ def print_capacity(cap) -> None:
           f"{cap.gpus_available}x {cap.gpu}, {slo}")
     rows = []
     for r in cap.rows:
-        layout = f"TP{r.tensor_parallel_size}" + (f"×PP{r.pipeline_parallel_size}" if r.pipeline_parallel_size > 1
+        layout = f"TP{r.tensor_parallel_size}" + (f"xPP{r.pipeline_parallel_size}" if r.pipeline_parallel_size > 1
                                                   else "") + ("+EP" if r.expert_parallel else "")
         rows.append([str(r.gpus_per_replica), layout, _what(r), f"{r.capacity_rps:.2f}", r.limited_by,
                      str(r.replicas or "-"), str(r.gpus_total or "-"),
                      "-" if r.headroom is None else f"{r.headroom:+.0%}",
                      ("chosen" if r == cap.chosen else "yes" if r.fits_pool else "no")])
-    cols = [("GPUs/rep", "right", False), ("layout", "left", False), ("speculation", "left", False),
-            ("req/s/rep", "right", False), ("limit", "left", True), ("replicas", "right", False),
+    cols = [("GPU/rep", "right", False), ("layout", "right", False), ("spec", "left", False),
+            ("req/s/rep", "right", False), ("limit", "left", True), ("reps", "right", False),
             ("GPUs", "right", False), ("headroom", "right", False), ("fits", "left", False)]
     table, dropped = _fit_table(out, "layouts tried (capacity = highest rate one replica serves within the SLO)",
                                 cols, rows)

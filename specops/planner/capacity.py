@@ -204,10 +204,10 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     return cap, why, plans[best]
 
 
-def _layouts(model, pool: int) -> list[int]:
+def _layouts(model, above: int, upto: int) -> list[int]:
     from specops.planner.layout import gpu_counts
 
-    return [g for g in gpu_counts(model, limit=64) if g <= pool]
+    return [g for g in gpu_counts(model, limit=64) if above < g <= upto]
 
 
 def _row(g: int, model, method: str, draft: str | None, cap: float, why: str, slo: CapacityRequest,
@@ -228,10 +228,12 @@ def _rank(row: CapacityRow) -> tuple:
     return (row.gpus_total or math.inf, -(row.headroom or 0.0), row.method != "none")
 
 
-def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model) -> list[tuple[CapacityRow, Plan | None]]:
-    """Every layout × (no speculation, recommend's light-load pick) with one replica's capacity."""
+def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model, above: int = 0,
+           upto: int | None = None) -> list[tuple[CapacityRow, Plan | None]]:
+    """Every layout of more than ``above`` and at most ``upto`` (the pool) GPUs × (no speculation, recommend's
+    light-load pick) with one replica's capacity."""
     out: list[tuple[CapacityRow, Plan | None]] = []
-    for g in _layouts(model, max(slo.gpus_available, 8)):  # past a small pool: for the nearest answer
+    for g in _layouts(model, above, slo.gpus_available if upto is None else upto):
         at_g = base.model_copy(update={"gpus": g, "tpot_ms": slo.tpot_slo_ms, "batch_size": 1, "qps": None})
         try:
             light = plan_at(at_g)
@@ -254,35 +256,37 @@ def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model)
 
 
 def crossover(plan_at: PlanAt, spec: RecommendRequest, slo_hi: float) -> tuple[float | None, str]:
-    """The per-replica rate above which ``spec``'s loaded TPOT is no lower than no speculation's, scanning
-    (0, ``slo_hi``] geometrically and bisecting the first crossing."""
+    """The per-replica rate above which ``spec``'s loaded TPOT is no lower than no speculation's: a geometric scan of
+    (0, ``slo_hi``], then bisection of the first change. None when speculation stays faster wherever no speculation
+    keeps up (the note says up to which rate)."""
     none = spec.model_copy(update={"method": "none", "draft": None, "num_speculative_tokens": None})
 
-    def better(q: float) -> bool | None:
+    def state(q: float) -> str:  # "spec": speculation faster; "none": not; "gone": no speculation cannot keep up
         s, b = plan_at(spec.model_copy(update={"qps": q})).load, plan_at(none.model_copy(update={"qps": q})).load
         if b is None or b.tpot_ms is None or not b.converged:
-            return None if s is None or s.tpot_ms is None or not s.converged else True
+            return "gone" if s is not None and s.tpot_ms is not None and s.converged else "none"
         if s is None or s.tpot_ms is None or not s.converged:
-            return False
-        return s.tpot_ms < b.tpot_ms
+            return "none"
+        return "spec" if s.tpot_ms < b.tpot_ms else "none"
 
     grid = [slo_hi * (1e-3 ** (1 - i / (CROSSOVER_POINTS - 1))) for i in range(CROSSOVER_POINTS)]
-    prev = None
-    for q in grid:
-        b = better(q)
-        if b is None:
-            return None, (f"speculation is faster at every rate both serve, up to {prev or q:.3g} req/s a replica "
-                          "(above it no speculation no longer keeps up)")
-        if not b:
-            if prev is None:
-                return 0.0, "speculation is no faster than none even at the lightest load"
-            lo, hi = prev, q
-            for _ in range(6):
-                mid = (lo + hi) / 2
-                lo, hi = (mid, hi) if better(mid) else (lo, mid)
-            return hi, (f"the loaded TPOT with speculation reaches no speculation's at {hi:.3g} req/s a replica "
-                        "(recommend's γ at each rate, its per-batch schedule included)")
-        prev = q
+    if state(grid[0]) != "spec":
+        return 0.0, "speculation is no faster than none even at the lightest load"
+    prev = grid[0]
+    for q in grid[1:]:
+        now = state(q)
+        if now == "spec":
+            prev = q
+            continue
+        lo, hi = prev, q
+        for _ in range(7):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if state(mid) == "spec" else (lo, mid)
+        if now == "gone":
+            return None, (f"speculation is faster at every rate no speculation keeps up with (up to {hi:.3g} req/s a "
+                          "replica; above it only the speculative replica keeps up)")
+        return hi, (f"the loaded TPOT with speculation reaches no speculation's at {hi:.3g} req/s a replica "
+                    "(recommend's γ at each rate, its per-batch schedule included)")
     return None, f"speculation stays faster up to {slo_hi:.3g} req/s a replica (the prefill-bound rate)"
 
 
@@ -291,8 +295,10 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
     found = search(plan_at, base, slo, model)
     rows = [r for r, _ in found]
     fits = sorted((r for r in rows if r.fits_pool), key=_rank)
-    if not fits:
-        raise _refusal(rows, slo, base, model)
+    if not fits:  # the nearest answer may need bigger replicas than the pool holds: try them too
+        more = [r for r, _ in search(plan_at, base, slo, model, above=slo.gpus_available,
+                                     upto=max(2 * slo.gpus_available, 8))]
+        raise _refusal(rows + more, slo, base, model)
     chosen = fits[0]
     per = slo.qps / (chosen.replicas or 1)
     pinned = base.model_copy(update={"gpus": chosen.gpus_per_replica, "tpot_ms": slo.tpot_slo_ms, "qps": per,
@@ -363,7 +369,7 @@ def _refusal(rows: list[CapacityRow], slo: CapacityRequest, base: RecommendReque
     what = "no speculation" if need.method == "none" else need.method
     fix = f"use --gpus-available {need.gpus_total} ({need.replicas} replicas of {need.gpus_per_replica} GPUs, {what})"
     if most_q > 0:
-        fix += f", or lower --qps to {math.floor(most_q * 100) / 100:g} (what {slo.gpus_available} GPUs serve)"
+        fix += f", or use --qps {math.floor(most_q * 100) / 100:g} (the most {slo.gpus_available} GPUs serve)"
     return CapacityRefused(f"{slo.qps:g} req/s within TPOT {slo.tpot_slo_ms:g} ms"
                            + (f" / TTFT {slo.ttft_slo_ms:g} ms" if slo.ttft_slo_ms else "")
                            + f" needs more than {slo.gpus_available} GPUs: the nearest layout serving it needs "
