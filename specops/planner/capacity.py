@@ -282,6 +282,7 @@ def crossover(plan_at: PlanAt, spec: RecommendRequest, slo_hi: float) -> tuple[f
         for _ in range(7):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if state(mid) == "spec" else (lo, mid)
+        now = state(hi)  # what the first rate past speculation's lead is: the scan's point may be further on
         if now == "gone":
             return None, (f"speculation is faster at every rate no speculation keeps up with (up to {hi:.3g} req/s a "
                           "replica; above it only the speculative replica keeps up)")
