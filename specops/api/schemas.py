@@ -27,8 +27,8 @@ def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
     from specops.checks.types import ValidationReport
     from specops.drift.monitor import CycleReport
     from specops.engines.deploy import DeployResult
-    from specops.planner.capacity import CapacityPlan
     from specops.models import Strict
+    from specops.planner.capacity import CapacityPlan
     from specops.planner.types import Plan
     from specops.registry.lineage import LineageReport
     from specops.registry.transfer import PruneReport

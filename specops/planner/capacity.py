@@ -40,7 +40,7 @@ from specops.planner.types import Plan
 if TYPE_CHECKING:
     from specops.planner.types import RecommendRequest
 
-CROSSOVER_POINTS = 14
+CROSSOVER_POINTS = 10
 """Rates scanned (geometric) for the crossover before it is bisected."""
 
 
@@ -186,12 +186,12 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     grid, n = [], 1
     while n < fit:
         grid.append(n)
-        n = max(n + 1, int(n * 1.5))
+        n *= 2
     grid.append(fit)
     best = max(grid, key=lambda k: (rate(k), -k))
     i = grid.index(best)
     lo, hi = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
-    while hi - lo > 2:  # ternary search over the integers between the best grid point's neighbours
+    while hi - lo > max(2, lo // 16):  # ternary search between the best grid point's neighbours, to ~6% of N
         a, b = lo + (hi - lo) // 3, hi - (hi - lo) // 3
         if rate(a) < rate(b):
             lo = a
@@ -279,7 +279,7 @@ def crossover(plan_at: PlanAt, spec: RecommendRequest, slo_hi: float) -> tuple[f
             prev = q
             continue
         lo, hi = prev, q
-        for _ in range(7):
+        for _ in range(5):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if state(mid) == "spec" else (lo, mid)
         now = state(hi)  # what the first rate past speculation's lead is: the scan's point may be further on
