@@ -8,7 +8,9 @@ the highest rate whose plan meets TPOT ≤ the row's TPOT, prefill and decode sh
 method and engine profile, divided by the GPUs. Nothing is fitted on these rows (the shipped step-cost model and
 priors), so the figure is out-of-sample as it stands; no leave-one-source-out is needed.
 
-Prints one line per row, per source, and ``capacity: median |ln| X over N rows``.
+Prints one line per row, per source, speculation's own gain where a source gives both at one TPOT
+(``speculation gain: median |ln| ...``: the ratio with/without speculation, which the absolute error of the
+step-cost model cancels out of), and ``capacity: median |ln| X over N rows``.
 
 Run: .venv/bin/python bench/capacity_bench.py
 """
@@ -81,6 +83,20 @@ def main() -> None:
     if spec:
         print(f"  with speculation: median |ln| {statistics.median(spec):.2f} over {len(spec)} rows; "
               f"without: {statistics.median(none):.2f} over {len(none)}")
+    # speculation's own gain: rows of one source, model, GPU and TPOT with and without speculation
+    keyed: dict[tuple, dict[str, tuple[float, float]]] = {}
+    for row, ln in errs:
+        key = (row["source"], row["model"], row["gpu"], row["tpot_ms"], row["context_len"], row["output_len"])
+        keyed.setdefault(key, {})["none" if row["method"] == "none" else "spec"] = (float(row["published_rps_per_gpu"]), ln)
+    pairs = [(k, v) for k, v in keyed.items() if len(v) == 2 and math.isfinite(v["spec"][1]) and math.isfinite(v["none"][1])]
+    for k, v in pairs:
+        pub = v["spec"][0] / v["none"][0]
+        pred = pub * math.exp(v["spec"][1] - v["none"][1])
+        print(f"  gain {k[1]} on {k[2]} at TPOT {k[3]} ms: published {pub:.2f}x, predicted {pred:.2f}x "
+              f"(ln {math.log(pred / pub):+.2f})")
+    if pairs:
+        gains = [abs(v["spec"][1] - v["none"][1]) for _, v in pairs]
+        print(f"speculation gain: median |ln| {statistics.median(gains):.2f} over {len(gains)} pairs")
     allv = [abs(ln) for _, ln in errs]
     print(f"capacity: median |ln| {statistics.median(allv):.2f} over {len(allv)} rows from {len(by_source)} sources "
           "(goal ≤ 0.30 on ≥ 6 rows from ≥ 3 sources; nothing fitted on them)")
