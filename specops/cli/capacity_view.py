@@ -64,6 +64,9 @@ def print_capacity(cap) -> None:
     import shlex
 
     _line(out, "launch (each replica): " + shlex.join(p.vllm.argv))
+    if c.expert_parallel:
+        _line(out, "(MoE: add --enable-expert-parallel to split the experts over the replica's GPUs instead of "
+              "sharding each; the model prices the token exchange the same either way)", indent=2)
 
 
 def run_capacity(values: dict, gpus_available, tpot_slo, ttft_slo, keda: bool, fmt: str, name, sweep,
