@@ -114,13 +114,12 @@ def test_capacity_from_the_real_engines_acceptance_through_prometheus(engine_poo
     from specops.metrics.scrape import scrape
     from tests.prometheus import start_prometheus, wait_for_scrape
 
-    url = engine_pool.spec.url
-    with engine_lock:  # deltas around this test's own traffic only (the pool is shared)
-        s0 = scrape(url + "/metrics")
-        _completions(url, 0.0)
-        s1 = scrape(url + "/metrics")
-        _completions(url, 1.5)
-        s2 = scrape(url + "/metrics")
+    url = engine_pool.spec.url  # engine_lock is held for the test: deltas around this test's own traffic only
+    s0 = scrape(url + "/metrics")
+    _completions(url, 0.0)
+    s1 = scrape(url + "/metrics")
+    _completions(url, 1.5)
+    s2 = scrape(url + "/metrics")
     group = pick_group(s2, "tiny")
     windows = []
     for before, after in ((s0, s1), (s1, s2)):
