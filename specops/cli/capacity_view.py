@@ -3,8 +3,6 @@ the layouts tried, the one chosen, its headroom and crossover. JSON/YAML come fr
 
 from __future__ import annotations
 
-from specops.cli.plan_view import _fit_table, _line
-
 
 def _what(row) -> str:
     return "none" if row.method == "none" else row.method
@@ -12,6 +10,7 @@ def _what(row) -> str:
 
 def print_capacity(cap) -> None:
     from specops.cli.output import console
+    from specops.cli.plan_view import _fit_table, _line
 
     out = console()
     slo = f"TPOT ≤ {cap.tpot_slo_ms:g} ms" + (f", TTFT ≤ {cap.ttft_slo_ms:g} ms" if cap.ttft_slo_ms else "")

@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 def live_acceptance_rate(obs: Observation) -> float | None:
     """accepted/drafted over the window (None: nothing drafted)."""
     total = obs.total
-    if total is None or total.draft_tokens <= 0:
-        return None
-    return total.accepted / total.draft_tokens
+    return None if total is None else total.counts.rate  # speculation.Acceptance: None when nothing was drafted
 
 
 def capacity_at(cap: CapacityExpectation, obs: Observation) -> tuple[float | None, str]:

@@ -150,16 +150,17 @@ def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, s
             return "TTFT"
         return ""
 
+    from specops.speculation import bisect
+
     hi = 1000 / max(prefill_ms, 1e-9)
     first = fails(hi * 1e-6)
     if first:
         return 0.0, first
-    lo, why = hi * 1e-6, "prefill"
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        fail = fails(mid)
-        lo, hi, why = (mid, hi, why) if not fail else (lo, mid, fail)
-    return lo, why
+    edge = bisect(lambda q: 1.0 if fails(q) else 0.0, 0.5, hi * 1e-6, hi, iters=40)  # the one solver
+    rate = edge * (1 - 1e-6)
+    while fails(rate) and rate > hi * 1e-6:  # the solver's midpoint may sit a hair past the edge
+        rate *= 1 - 1e-4
+    return rate, fails(edge * (1 + 1e-6)) or "prefill"
 
 
 def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, *,
@@ -278,11 +279,11 @@ def crossover(plan_at: PlanAt, spec: RecommendRequest, slo_hi: float) -> tuple[f
         if now == "spec":
             prev = q
             continue
-        lo, hi = prev, q
-        for _ in range(5):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if state(mid) == "spec" else (lo, mid)
-        now = state(hi)  # what the first rate past speculation's lead is: the scan's point may be further on
+        from specops.speculation import bisect
+
+        hi = bisect(lambda x: 0.0 if state(x) == "spec" else 1.0, 0.5, prev, q, iters=5)  # the one solver
+        past = state(hi)  # what follows speculation's lead: the scan's point may be further on
+        now = now if past == "spec" else past  # (the solver's midpoint may sit a hair before the edge)  # what the first rate past speculation's lead is: the scan's point may be further on
         if now == "gone":
             return None, (f"speculation is faster at every rate no speculation keeps up with (up to {hi:.3g} req/s a "
                           "replica; above it only the speculative replica keeps up)")
