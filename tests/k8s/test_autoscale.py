@@ -127,3 +127,21 @@ def test_a_scaled_object_applies_against_a_keda_shaped_crd(spec, real_cluster, r
     dyn.create(res, body=so, namespace=real_ns)
     stored = dyn.get(res, name=spec.name, namespace=real_ns).to_dict()
     assert stored["spec"]["triggers"][0]["metadata"]["query"].startswith("max(specops_load_ratio{")
+
+
+@pytest.mark.kube_apiserver
+def test_an_hpa_version_the_cluster_lacks_is_refused_before_any_write_and_the_fix_works(spec, real_cluster, real_ns):
+    """Preflight against the real v1.20.2 apiserver: autoscaling/v2 is refused with a fix naming
+    hpa_api_version; the spec with that fix passes the same check."""
+    from specops.errors import InputError
+    from specops.k8s import render_manifests
+    from specops.k8s.cluster import Cluster
+
+    cluster = Cluster()
+    hpa = _one(render_manifests(_with_autoscaling(spec, ns=real_ns)), "HorizontalPodAutoscaler")
+    with pytest.raises(InputError) as info:
+        cluster._res(hpa["apiVersion"], hpa["kind"])
+    assert "hpa_api_version: autoscaling/v2beta2" in info.value.fix
+    fixed = _one(render_manifests(_with_autoscaling(spec, ns=real_ns, hpa_api_version="autoscaling/v2beta2")),
+                 "HorizontalPodAutoscaler")
+    assert cluster._res(fixed["apiVersion"], fixed["kind"]) is not None
