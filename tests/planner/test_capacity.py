@@ -106,3 +106,9 @@ def test_cli_refuses_a_pool_too_small_with_exit_2_and_both_fixes_work(cli):
 def test_slo_flags_without_a_pool_are_refused(cli):
     r = cli("recommend", "--model", LLAMA, "--gpu", "H100", "--tpot-slo", "40")
     assert r.returncode == 2 and "--gpus-available" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_keda_without_a_deployment_output_is_refused_before_the_search(cli):
+    r = cli("recommend", "--model", LLAMA, "--gpu", "H100", "--gpus-available", "2", "--qps", "1", "--tpot-slo", "40",
+            "--keda")
+    assert r.returncode == 2 and "To fix: add -o deployment" in r.stderr and "Traceback" not in r.stderr
