@@ -122,12 +122,22 @@ class MonitorMetrics:
         if cap is None:
             return "no `capacity` block in the spec"
         rps, why = capacity_at(cap, obs)
-        if rps is None:
+        if rps is None:  # fail closed: no stale capacity from an earlier window stays on show
+            self.drop_capacity(target.name)
             return why
         self.capacity.labels(target.name).set(rps)
         if obs.requests_finished is not None and obs.window_s > 0 and rps > 0:
             self.load_ratio.labels(target.name).set(obs.requests_finished / obs.window_s / rps)
+        else:
+            self.drop_capacity(target.name, capacity=False)
         return None
+
+    def drop_capacity(self, name: str, capacity: bool = True) -> None:
+        for gauge in ((self.capacity, self.load_ratio) if capacity else (self.load_ratio,)):
+            try:
+                gauge.remove(name)
+            except KeyError:  # never set
+                pass
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest
@@ -264,6 +274,7 @@ class Monitor:
             obs = as_observation(name, fetched.get(name))
             if isinstance(obs, Unseen):
                 report.unseen[name] = obs.reason
+                self.metrics.drop_capacity(name)  # not seen: no capacity on show (issue 44)
                 findings = [Finding(code="DEPLOYMENT_UNSEEN", severity="warning",
                                     message=f"{name}: not seen this cycle ({obs.reason})",
                                     fix="check the engine and its metrics endpoint",
@@ -301,6 +312,8 @@ class Monitor:
         backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (self.failures - 1))
         report = CycleReport(at=at, outcome="retry", error=reason, retry_in_s=delay if delay is not None else backoff,
                              unseen={n: f"source failed: {reason}" for n in self.watches})
+        for n in self.watches:  # nothing measured: no capacity on show (issue 44)
+            self.metrics.drop_capacity(n)
         return self._finish(report, t0)
 
     def _finish(self, report: CycleReport, t0: float) -> CycleReport:

@@ -72,6 +72,18 @@ def test_capacity_falls_with_the_measured_acceptance_and_the_load_ratio_rises():
     assert ratio_high == pytest.approx(2.0 / 4.25) and ratio_low == pytest.approx(2.0 / 2.5)  # 120 req / 60 s
 
 
+def test_a_window_without_drafts_removes_the_earlier_capacity():
+    from specops.drift.watch import WatchTarget
+
+    t = WatchTarget(name="chat", gamma=3, capacity=_cap())
+    mon = _monitor([t], [{"chat": _obs("chat", accepted=210)}, {"chat": _obs("chat", accepted=0, draft_tokens=0)}])
+    mon.run_cycle()
+    assert _gauge(mon.metrics, "specops_capacity_requests_per_second", "chat") is not None
+    mon.run_cycle()
+    assert _gauge(mon.metrics, "specops_capacity_requests_per_second", "chat") is None
+    assert _gauge(mon.metrics, "specops_load_ratio", "chat") is None
+
+
 def test_no_capacity_block_or_no_drafts_sets_nothing():
     from specops.drift.monitor import MonitorMetrics
     from specops.drift.watch import WatchTarget
