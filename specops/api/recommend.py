@@ -212,18 +212,21 @@ def _calibration_for(request: RecommendRequest, name: str | None):
     return newest_calibration(model=request.model)
 
 
-def deployment_yaml(plan: Plan, name: str | None = None) -> str:
-    """The DeploymentSpec of ``plan`` as YAML (what ``recommend -o deployment`` prints)."""
+def deployment_yaml(plan: Plan, name: str | None = None, *, edit=None, extra: list[str] | None = None) -> str:
+    """The DeploymentSpec of ``plan`` as YAML (what ``recommend -o deployment`` prints); ``edit`` (spec -> spec) and
+    ``extra`` comment lines are the capacity search's (specops.api.capacity)."""
     from specops.engines.spec import PIN, dump_spec, unpinned_hub_models
     from specops.planner.render import to_deployment
 
     spec = to_deployment(plan, name)
+    if edit is not None:
+        spec = edit(spec)
     unpinned = unpinned_hub_models(spec)  # not in the user's Hugging Face cache: the user pins them
     pin = ([f"pin: {' and '.join(f'{r}.revision' for r in unpinned)} {'is' if len(unpinned) == 1 else 'are'} {PIN} "
             "(not in this machine's Hugging Face cache): set each to its commit (`hf download MODEL` prints the "
             "snapshot path, whose last part is the commit); `specops gate` and `specops deploy` refuse the spec until "
             "then"] if unpinned else [])
-    return decision_comments(plan, pin) + dump_spec(spec, unpinned)
+    return decision_comments(plan, [*(extra or []), *pin]) + dump_spec(spec, unpinned)
 
 
 def decision_comments(plan: Plan, extra: list[str] | None = None) -> str:

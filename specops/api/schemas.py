@@ -28,6 +28,7 @@ def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
     from specops.drift.monitor import CycleReport
     from specops.engines.deploy import DeployResult
     from specops.models import Strict
+    from specops.planner.capacity import CapacityPlan
     from specops.planner.types import Plan
     from specops.registry.lineage import LineageReport
     from specops.registry.transfer import PruneReport
@@ -53,6 +54,7 @@ def _output_models() -> dict[str, tuple[str, Any, dict[str, dict]]]:
     verdict = {"ok": {"type": "boolean"}, "verdict": {"type": "string"}}
     return {
         "recommend": ("specops recommend -o json", Plan, {}),
+        "recommend-capacity": ("specops recommend --gpus-available N --qps Q --tpot-slo MS -o json", CapacityPlan, {}),
         "deploy-local": ("specops deploy SPEC -o json (platform local)", DeployResult, {}),
         "lineage-check": ("specops lineage check -o json", LineageReport, verdict),
         "lineage-prune": ("specops lineage prune -o json", PruneReport, {}),

@@ -78,6 +78,14 @@ def recommend_command(
                               "context=1024,8192,32768 or qps=1,4,16; one table (and with -o json a `points` list)."),
     plot: str = typer.Option(None, "--plot", help="With --sweep: write the speedup (with its range) against the swept "
                              "input and the break-even line to FILE.svg or FILE.html."),
+    gpus_available: int = typer.Option(None, "--gpus-available", help="Capacity: lay out a pool of N GPUs for "
+                                       "--qps within --tpot-slo/--ttft-slo, with and without speculation "
+                                       "(docs/capacity.md)."),
+    tpot_slo: float = typer.Option(None, "--tpot-slo", help="With --gpus-available: TPOT every request meets "
+                                   "under the load (ms)."),
+    ttft_slo: float = typer.Option(None, "--ttft-slo", help="With --gpus-available: TTFT under the load (ms)."),
+    keda: bool = typer.Option(False, "--keda", help="With --gpus-available -o deployment: autoscale with a KEDA "
+                              "ScaledObject (Prometheus trigger) instead of a HorizontalPodAutoscaler."),
     explain: bool = typer.Option(False, "--explain", help="Show the whole decision path (every rule, its input and "
                                  "outcome) and every alternative, not just the pick and why."),
 ) -> None:
@@ -96,6 +104,11 @@ def recommend_command(
                       draft=draft, allow_uncertain=allow_uncertain or None, min_p_gain=min_p_gain, qps=qps,
                       engine=engine, parallel_drafting=parallel_drafting or None, kv_cache_dtype=kv_cache_dtype,
                       adaptive_verification=adaptive_verification or None)
+        if gpus_available is not None or tpot_slo is not None or ttft_slo is not None or keda:
+            from specops.cli.capacity_view import run_capacity
+
+            run_capacity(values, gpus_available, tpot_slo, ttft_slo, keda, fmt, name, sweep, calibration)
+            return
         if sweep is not None:
             _sweep(values, sweep, fmt, plot, calibration)
             return

@@ -160,6 +160,17 @@ def spec_expectations(name: str, reg):
     return getattr(found[0], "expectations", None) if found else None
 
 
+def spec_capacity(name: str, reg):
+    """The ``capacity`` block of the deployment's saved spec (None: no saved spec, or none in it; issue 44)."""
+    from specops.engines.manage import saved_spec
+
+    try:
+        found = saved_spec(name, reg)
+    except (ValueError, OSError):
+        return None
+    return getattr(found[0], "capacity", None) if found else None
+
+
 def spec_break_even(name: str, reg, gamma: int) -> float | None:
     """The per-token α below which this deployment is slower than without speculation, from the
     ``expectations`` its spec carries (``specops recommend -o deployment`` writes the break-even
@@ -235,7 +246,7 @@ def watch_targets(reg, *, floors: Floors | None = None, store: HistoryStore | No
                 restart_allowed=(d.labels or {}).get("restart_allowed") in TRUE,
                 expected_acceptance_rate=exp.acceptance_rate if exp else None,
                 break_even_acceptance_rate=exp.break_even_acceptance_rate if exp else None,
-                expected_speedup=exp.speedup if exp else None))
+                expected_speedup=exp.speedup if exp else None, capacity=spec_capacity(name, reg)))
         except Exception as exc:  # noqa: BLE001 - one bad row is reported and skipped, never fatal for the fleet
             msg = getattr(exc, "message", None) or str(exc).splitlines()[0][:200]
             skipped[name] = (f"its registry row cannot be watched ({msg}); fix it with `specops deployment "

@@ -92,6 +92,14 @@ class MonitorMetrics:
                                   "spec's expected rate gives at its γ: 1 + γ × rate.", by, registry=self.registry)
         self.gamma = Gauge("specops_num_speculative_tokens", "γ (num_speculative_tokens) the monitor watches the "
                            "deployment at.", by, registry=self.registry)
+        # the capacity metric (issue 44; docs/capacity.md): what one replica sustains within the spec's SLO at the
+        # live acceptance, and the load against it, for a HorizontalPodAutoscaler / KEDA (specops.k8s.autoscale)
+        self.capacity = Gauge("specops_capacity_requests_per_second", "Requests/s one replica serves within the "
+                              "spec's SLO at the acceptance measured in the last window (the step-cost model's "
+                              "capacity by acceptance, in the spec's `capacity` block).", by, registry=self.registry)
+        self.load_ratio = Gauge("specops_load_ratio", "Requests/s finished in the last window over one replica's "
+                                "capacity: the replicas the load needs at 100% (an autoscaler targets e.g. 0.8 a "
+                                "replica).", by, registry=self.registry)
 
     def export_expectations(self, targets: Sequence[WatchTarget]) -> None:
         """One series per watched deployment and known number (none for what its spec does not say)."""
@@ -104,6 +112,32 @@ class MonitorMetrics:
                 self.break_even_rate.labels(t.name).set(t.break_even_acceptance_rate)
             if t.expected_speedup is not None:
                 self.expected_speedup.labels(t.name).set(t.expected_speedup)
+
+    def export_capacity(self, target: WatchTarget, obs: Observation) -> str | None:
+        """Set the capacity gauges of ``target`` from ``obs``; returns why they were not set (None: set).
+        Nothing is set without the spec's `capacity` block, a measured acceptance (speculation on) or a window."""
+        from specops.drift.capacity import capacity_at
+
+        cap = target.capacity
+        if cap is None:
+            return "no `capacity` block in the spec"
+        rps, why = capacity_at(cap, obs)
+        if rps is None:  # fail closed: no stale capacity from an earlier window stays on show
+            self.drop_capacity(target.name)
+            return why
+        self.capacity.labels(target.name).set(rps)
+        if obs.requests_finished is not None and obs.window_s > 0 and rps > 0:
+            self.load_ratio.labels(target.name).set(obs.requests_finished / obs.window_s / rps)
+        else:
+            self.drop_capacity(target.name, capacity=False)
+        return None
+
+    def drop_capacity(self, name: str, capacity: bool = True) -> None:
+        for gauge in ((self.capacity, self.load_ratio) if capacity else (self.load_ratio,)):
+            try:
+                gauge.remove(name)
+            except KeyError:  # never set
+                pass
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest
@@ -240,6 +274,7 @@ class Monitor:
             obs = as_observation(name, fetched.get(name))
             if isinstance(obs, Unseen):
                 report.unseen[name] = obs.reason
+                self.metrics.drop_capacity(name)  # not seen: no capacity on show (issue 44)
                 findings = [Finding(code="DEPLOYMENT_UNSEEN", severity="warning",
                                     message=f"{name}: not seen this cycle ({obs.reason})",
                                     fix="check the engine and its metrics endpoint",
@@ -253,6 +288,7 @@ class Monitor:
                     continue
                 if proposal is not None:
                     report.proposals.append(proposal)
+                self.metrics.export_capacity(self.watches[name].target, obs)
             report.findings += findings
             report.actions += self._act(at, name, findings)
         if report.unseen:
@@ -276,6 +312,8 @@ class Monitor:
         backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (self.failures - 1))
         report = CycleReport(at=at, outcome="retry", error=reason, retry_in_s=delay if delay is not None else backoff,
                              unseen={n: f"source failed: {reason}" for n in self.watches})
+        for n in self.watches:  # nothing measured: no capacity on show (issue 44)
+            self.metrics.drop_capacity(n)
         return self._finish(report, t0)
 
     def _finish(self, report: CycleReport, t0: float) -> CycleReport:

@@ -101,6 +101,7 @@ class Observation:
     external_hits: float | None = None  # tokens whose KV a connector restored in the window
     generated: float | None = None  # output tokens emitted in the window (vllm:generation_tokens_total)
     events: tuple[str, ...] = ()  # engine lifecycle events seen in the window: restart, sleep, wake_up, weight_update
+    requests_finished: float | None = None  # requests finished in the window (the capacity metric's load; issue 44)
 
     @property
     def total(self) -> LabelWindow | None:
@@ -148,7 +149,8 @@ def observation_from_measurement(m: Any, *, labels: Mapping[str, Any] | None = N
         waiting=m.requests_waiting, tpot_p50=m.tpot_p50, uptime_s=uptime_s,
         target_fingerprint=target_fingerprint, counter_reset=m.counter_reset, notes=tuple(m.notes),
         prefix_hit_rate=getattr(m, "prefix_hit_rate", None), external_hit_rate=getattr(m, "external_prefix_hit_rate", None),
-        external_hits=getattr(m, "external_prefix_cache_hits", None), generated=m.generation_tokens)
+        external_hits=getattr(m, "external_prefix_cache_hits", None), generated=m.generation_tokens,
+        requests_finished=getattr(m, "requests_finished", None))
 
 
 def _label_window(m: Any) -> LabelWindow:

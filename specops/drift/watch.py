@@ -38,6 +38,7 @@ from specops.drift.detectors import (
 from specops.drift.gain import GainDetector
 from specops.drift.gamma import GammaController, GammaPolicy, GammaProposal, Predictor, single
 from specops.drift.observe import ALL, Observation
+from specops.engines.spec import CapacityExpectation
 from specops.models import Finding, Strict
 
 
@@ -64,6 +65,8 @@ class WatchTarget(Strict):
     kv_connector: bool | None = Field(None, description="The recorded launch has a KV connector (None: unknown).")
     adaptive_verification: bool = Field(False, description="The recorded launch enables adaptive verification "
                                         "(speculative_config.enable_adaptive_verification, vLLM >= 0.33).")
+    capacity: CapacityExpectation | None = Field(None, description="The spec's `capacity` block: SLO and one "
+                                                 "replica's capacity by acceptance (the capacity metric; issue 44).")
 
 
 @dataclass

@@ -187,6 +187,60 @@ class KubernetesBlock(_Strict):
     tolerations: list[dict] = Field(default_factory=list, description="Pod tolerations.")
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Service type.")
     kserve: bool = Field(False, description="Also render a KServe LLMInferenceService.")
+    autoscaling: AutoscalingBlock | None = Field(None, description="Autoscale on the capacity metric "
+                                                 "(HorizontalPodAutoscaler or KEDA ScaledObject; docs/capacity.md).")
+
+
+class AutoscalingBlock(_Strict):
+    """Scale the Deployment on the capacity metric the monitor exports (docs/capacity.md):
+    ``specops_load_ratio{specops_deployment}`` = observed requests/s over one replica's capacity at the live
+    acceptance, i.e. the replicas the load needs at 100%; the autoscaler keeps it at ``target_load_ratio`` a replica."""
+
+    min_replicas: int = Field(1, ge=1, le=1000, description="Fewest replicas.")
+    max_replicas: int = Field(ge=1, le=1000, description="Most replicas (the GPU pool / GPUs per replica).")
+    target_load_ratio: float = Field(0.8, gt=0, le=1, allow_inf_nan=False, description="Load a replica should "
+                                     "carry, as a share of its capacity within the SLO (0.8: 20% headroom).")
+    keda: bool = Field(False, description="Render a KEDA ScaledObject (Prometheus trigger) instead of a "
+                       "HorizontalPodAutoscaler.")
+    hpa_api_version: Literal["autoscaling/v2", "autoscaling/v2beta2"] = Field(
+        "autoscaling/v2", description="HorizontalPodAutoscaler API: autoscaling/v2 (Kubernetes >= 1.23), "
+        "autoscaling/v2beta2 (1.12-1.25).")
+    prometheus_url: str = Field("http://prometheus-operated.monitoring.svc:9090", description="Prometheus the "
+                                "KEDA trigger queries (the one scraping the specops monitor).")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingBlock:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}. "
+                             "To fix: set min_replicas <= max_replicas")
+        return self
+
+
+class CapacityExpectation(_Strict):
+    """The SLO the deployment was sized for and one replica's capacity within it (``specops recommend
+    --gpus-available ... -o deployment``): the monitor exports the capacity at the live acceptance from
+    ``by_acceptance``."""
+
+    tpot_slo_ms: float = Field(gt=0, allow_inf_nan=False, description="TPOT every request meets under the load (ms).")
+    ttft_slo_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="TTFT under the load (ms).")
+    context_len: int = Field(ge=1, description="Prompt tokens per request the capacity is for.")
+    output_len: int = Field(ge=1, description="Output tokens per request the capacity is for.")
+    capacity_rps: float = Field(ge=0, allow_inf_nan=False, description="Requests/s one replica serves within the "
+                                "SLO at the expected acceptance.")
+    by_acceptance: list[tuple[float, float]] = Field(default_factory=list, description="[accepted/drafted, "
+                                                     "requests/s] pairs of the cost model at other acceptance: the "
+                                                     "monitor interpolates the live rate on them (empty: no speculation, "
+                                                     "capacity_rps at any acceptance).")
+    source: str = Field(description="Where the numbers come from.")
+
+    @field_validator("by_acceptance")
+    @classmethod
+    def _curve(cls, v: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        for rate, rps in v:
+            if not (0 <= rate <= 1) or not (rps >= 0):
+                raise ValueError(f"[{rate}, {rps}] is not [accepted/drafted in 0-1, requests/s >= 0]. To fix: "
+                                 "regenerate it with `specops recommend --gpus-available ... -o deployment`")
+        return sorted(v)
 
 
 class CanaryBlock(_Strict):
@@ -238,6 +292,9 @@ class DeploymentSpec(_Strict):
                                        "(see docs/heal.md).")
     expectations: Expectations | None = Field(
         None, description="Expected and break-even acceptance (per-deployment alert thresholds; see docs/kubernetes.md).")
+    capacity: CapacityExpectation | None = Field(
+        None, description="The SLO it was sized for and one replica's capacity (the monitor's capacity metric; "
+        "docs/capacity.md).")
 
     @model_validator(mode="before")
     @classmethod

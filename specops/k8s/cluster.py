@@ -229,6 +229,10 @@ def _kind_fix(api_version: str) -> str:
     if group == "serving.kserve.io":
         return "install KServe with LLMInferenceService (and the speculator field of kserve PR #5687), " \
                "or set kubernetes.kserve: false"
+    if api_version == "autoscaling/v2":  # issue 44: served from Kubernetes 1.23
+        return "set kubernetes.autoscaling.hpa_api_version: autoscaling/v2beta2 (Kubernetes 1.12-1.25)"
+    if group == "keda.sh":
+        return "install KEDA (its ScaledObject CRD), or set kubernetes.autoscaling.keda: false for an HPA"
     return "check the cluster version (`kubectl api-resources`)"
 
 

@@ -294,6 +294,10 @@ def render_objects(spec: DeploymentSpec, *, canary_of: str | None = None, replic
                                     speculative=spec.speculative.method.lower() != "none",
                                     thresholds=AlertThresholds.for_spec(spec, thresholds),
                                     labels=labels(app, app, "stable")))
+    if spec.kubernetes.autoscaling is not None:  # issue 44: HPA or KEDA ScaledObject on the capacity metric
+        from specops.k8s.autoscale import autoscaler_objects
+
+        objs += autoscaler_objects(spec, labels(app, app, "stable"))
     if spec.kubernetes.kserve:
         from specops.k8s.kserve import llm_inference_service
 

@@ -71,6 +71,24 @@ SCHEMAS: dict[tuple[str, str], dict] = {
                 "config": {"type": "object", "required": ["method"],
                            "properties": {"method": {"type": "string"}}}}},
         }}, "serving.kserve.io/v1alpha2", "LLMInferenceService"),
+    # KEDA's ScaledObject as specops renders it (keda.sh/v1alpha1 CRD; the prometheus scaler's metadata)
+    ("keda.sh/v1alpha1", "ScaledObject"): _crd({
+        "type": "object", "required": ["scaleTargetRef", "triggers"], "additionalProperties": False,
+        "properties": {
+            "scaleTargetRef": {"type": "object", "required": ["name"], "additionalProperties": False,
+                               "properties": {"name": _NAME, "kind": {"type": "string"},
+                                              "apiVersion": {"type": "string"}}},
+            "minReplicaCount": {"type": "integer", "minimum": 0}, "maxReplicaCount": {"type": "integer", "minimum": 1},
+            "cooldownPeriod": {"type": "integer", "minimum": 0}, "pollingInterval": {"type": "integer", "minimum": 1},
+            "triggers": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": ["type", "metadata"], "properties": {
+                    "type": {"const": "prometheus"},
+                    "metadata": {"type": "object", "required": ["serverAddress", "query", "threshold"],
+                                 "additionalProperties": {"type": "string"},
+                                 "properties": {"serverAddress": {"type": "string", "pattern": "^https?://"},
+                                                "query": {"type": "string", "minLength": 1},
+                                                "threshold": {"type": "string", "pattern": r"^[0-9.]+$"}}}}}},
+        }}, "keda.sh/v1alpha1", "ScaledObject"),
 }
 
 
@@ -95,6 +113,8 @@ def validate_object(obj: dict) -> str:
         return f"specops schema for {key[0]} {key[1]}"
     import kubernetes_validate
 
+    if key == ("autoscaling/v2beta2", "HorizontalPodAutoscaler"):  # gone from 1.26's schemas; v2 has its fields
+        obj = {**obj, "apiVersion": "autoscaling/v2"}
     try:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     except kubernetes_validate.ValidationError as err:
