@@ -98,8 +98,8 @@ def _seed_vllm_cache(home: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def specops_home(tmp_path, monkeypatch, request):
-    """Also puts the whole environment back after the test: the library sets variables itself
-    (specops/retrain/hf.py: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), which would leak into later tests."""
+    """Also puts the whole environment back after the test, so what one test sets never reaches the next
+    (the library itself leaves the environment as it found it: tests/retrain/test_environment.py)."""
     before = dict(os.environ)
     home = tmp_path / "specops-home"
     home.mkdir()

@@ -4,8 +4,8 @@ A ``python -m specops`` subprocess costs ≈ 0.8 s of CPU before the command doe
 typer, pydantic, sqlmodel imports); the suite makes a few hundred such calls. In-process, only the
 command's own work is paid. What a fresh process would give a call is rebuilt around each one:
 
-- ``os.environ`` gets ``env`` on top and is **restored as a whole** afterwards (the library sets
-  HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE itself: a process-wide leak otherwise); COLUMNS=80 unless
+- ``os.environ`` gets ``env`` on top and is **restored as a whole** afterwards (a call's ``env``
+  must not reach the next call; the library itself changes nothing: tests/retrain/test_environment.py); COLUMNS=80 unless
   ``env`` sets it (the width a piped subprocess saw: click and rich read it);
 - stdin/stdout/stderr are fresh UTF-8 text streams over bytes (``.buffer`` exists; stdout strict,
   stderr backslashreplace, as CPython's), newlines read back as ``text=True`` reads them;

@@ -1,5 +1,12 @@
 """Detector behaviour on traces from the seeded generator (specops.drift.tracegen).
 
+What is faked: the engine. The generator draws acceptance from the same acceptance model the monitor
+inverts, so these tests prove the detectors' logic on that model's noise, not on a real engine's. On
+real recordings (tests/drift/test_recorded_long.py, 20 steady minutes of mixed traffic from the CPU
+engine) each 10 s window's acceptance spreads far wider (σ ≈ 0.10): there no false alarm was seen in
+144 windows, a 25-point drop is flagged within 90 s, and a 15-point drop is not flagged at all — the
+"15 points within five minutes" claim below holds only on the generator's noise.
+
 Numbers measured over more seeds are printed by the slow test at the end (pytest -s -m slow)."""
 
 import statistics
