@@ -48,7 +48,7 @@ def test_completion_install_writes_a_script_bash_sources_and_it_completes(tmp_pa
 
     assert complete("specops", "lin") == ["lineage"]
     assert complete("specops", "lineage", "sh") == ["show"]
-    assert complete("specops", "recommend", "--gp") == ["--gpu", "--gpus"]
+    assert complete("specops", "recommend", "--gp") == ["--gpu", "--gpus", "--gpus-available"]
 
 
 def test_an_unknown_shell_is_one_line_with_the_choices(tmp_path):

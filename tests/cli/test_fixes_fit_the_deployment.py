@@ -68,7 +68,7 @@ def fleet(cli, peer, specops_home, tiny_models, tmp_path):
     r = cli("deployment", "register", "ext", "--endpoint", engine.url, "--method", "draft_model")
     assert r.returncode == 0, r.stderr
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"prompt": f"def f{i}(x):\n    return"}) + "\n" for i in range(12)))
+    prompts.write_text("".join(json.dumps({"prompt": f"def f{i}(x):\n    return"}) + "\n" for i in range(30)))  # heal holds out 24 (issue 45)
     return {"url": engine.url, "prompts": str(prompts), "target": str(tiny_models["target-v1"]),
             "values": {"FILE": str(prompts), "URL": engine.url, "PATH": str(tiny_models["target-v1"]),
                        "--target NAME@VERSION": "tiny@v1", "--draft NAME@VERSION": "tiny-draft@v1"}}

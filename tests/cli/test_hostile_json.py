@@ -129,7 +129,7 @@ def test_a_wrong_params_is_one_line_naming_params(tmp_path, params, command):
 
     _local_deployment()
     data = tmp_path / "p.jsonl"
-    data.write_text('{"prompt": "hello"}\n' * 20)
+    data.write_text('{"prompt": "hello"}\n' * 30)  # heal holds out 24 by default (issue 45)
     args = ["retrain", "-d", "web"] if command == "retrain" else ["heal", "-d", "web"]
     code, _, err = run_main(*args, "--data", str(data), "--params", params, "--dry-run")
     _one_line(code, err, "--params")

@@ -64,7 +64,7 @@ def test_speculation_and_its_crossover_are_reported_with_evidence(answer):
     assert spec, "the recommender picks a speculative method for an 8B chat target on an H100"
     if answer.chosen.method != "none":
         assert answer.capacity_low_rps <= answer.chosen.capacity_rps <= answer.capacity_high_rps
-        assert "out-of-source" in answer.evidence
+        assert "held-out errors on published rows" in answer.evidence
         assert answer.crossover_note
     none = {r.gpus_per_replica: r.capacity_rps for r in answer.rows if r.method == "none"}
     with_spec = {r.gpus_per_replica: r.capacity_rps for r in spec}
