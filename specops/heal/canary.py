@@ -123,13 +123,7 @@ def canary_local(deployment: str, candidate: str, prompts: list[str], *, registr
     from specops.retrain.acceptance import decide, prompts_sha256
 
     reg = registry
-    dep = reg.get_deployment(deployment)
-    if dep.platform != "local":
-        raise InputError(f"deployment {deployment} runs on {dep.platform}", "the local canary is for local engines; "
-                         "on Kubernetes use `specops deploy SPEC --canary-of NAME`")
-    draft = reg.get_draft(candidate)
-    spec = saved_spec(deployment)
-    gamma = spec.speculative.num_speculative_tokens or 3
+    dep, draft, spec, gamma, name, cspec = _canary_plan(reg, deployment, candidate, port=port)
     incumbent = None
     if dep.status == "running" and local.alive(dep.pid, dep.pid_start_time):
         if progress:
@@ -138,9 +132,6 @@ def canary_local(deployment: str, candidate: str, prompts: list[str], *, registr
         incumbent = measure_engine(deployment, dep.endpoint, dep.served_model_name, prompts, max_tokens=max_tokens,
                                    gamma=gamma, api_key_env=dep.api_key_env, draft=dep.draft_ref)
         record(reg, incumbent, started=t, extra={"role": "incumbent"})
-    name = canary_name(deployment)
-    cspec = candidate_spec(spec, name=name, draft=draft, target_ref=draft.target,
-                           port=port or free_port(spec.serve.host if spec.serve.host != "0.0.0.0" else "127.0.0.1"))
     if progress:
         progress(f"canary: starting {name} ({candidate} on {draft.target}) on port {cspec.serve.port}")
     started = deploy_local(cspec, registry=reg, check=False, progress=progress)
@@ -169,10 +160,8 @@ def canary_local(deployment: str, candidate: str, prompts: list[str], *, registr
 
 
 
-def _start_canary(reg, deployment: str, candidate: str, *, port: int | None, progress):
-    """(deployment row, candidate draft, saved spec, γ, canary name, started engine)."""
-    from specops.engines.deploy import deploy_local
-
+def _canary_plan(reg, deployment: str, candidate: str, *, port: int | None):
+    """(deployment row, candidate draft, saved spec, γ, canary name, the canary's spec): refused unless local."""
     dep = reg.get_deployment(deployment)
     if dep.platform != "local":
         raise InputError(f"deployment {deployment} runs on {dep.platform}", "the local canary is for local engines; "
@@ -183,6 +172,14 @@ def _start_canary(reg, deployment: str, candidate: str, *, port: int | None, pro
     name = canary_name(deployment)
     cspec = candidate_spec(spec, name=name, draft=draft, target_ref=draft.target,
                            port=port or free_port(spec.serve.host if spec.serve.host != "0.0.0.0" else "127.0.0.1"))
+    return dep, draft, spec, gamma, name, cspec
+
+
+def _start_canary(reg, deployment: str, candidate: str, *, port: int | None, progress):
+    """(deployment row, candidate draft, saved spec, γ, canary name, started engine)."""
+    from specops.engines.deploy import deploy_local
+
+    dep, draft, spec, gamma, name, cspec = _canary_plan(reg, deployment, candidate, port=port)
     if progress:
         progress(f"canary: starting {name} ({candidate} on {draft.target}) on port {cspec.serve.port}")
     started = deploy_local(cspec, registry=reg, check=False, progress=progress)
