@@ -127,6 +127,23 @@ def needs_draft(name: str) -> bool:
 
 # --- acceptance math ---------------------------------------------------------------------------------
 
+def solve_linear(a: list[list[float]], b: list[float], *, tiny: float = 1e-12) -> list[float]:
+    """x with a·x = b by Gauss-Jordan elimination with partial pivoting (the small systems of the tune fit and the
+    ranges' difficulty model); a pivot at or below ``tiny`` leaves its unknown at 0."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        if abs(m[c][c]) <= tiny:
+            continue
+        for r in range(n):
+            if r != c and m[r][c]:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
+    return [m[i][n] / m[i][i] if abs(m[i][i]) > tiny else 0.0 for i in range(n)]
+
+
 def bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, iters: int = 60) -> float:
     """The x in [lo, hi] with f(x) = target for a non-decreasing f (clamped to the ends). The one solver
     every α↔τ↔rate inversion and every break-even search uses."""

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from specops.speculation import solve_linear
+
 
 @dataclass(frozen=True)
 class Where:
@@ -69,28 +71,12 @@ CENTER_CAP, SCALE_RANGE = 0.5, (0.05, 1.5)
 """|μ| ≤ CENTER_CAP; σ within SCALE_RANGE (in ln speedup)."""
 
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting (the systems here are 3x3 to 6x6)."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for c in range(n):
-        p = max(range(c, n), key=lambda r: abs(m[r][c]))
-        m[c], m[p] = m[p], m[c]
-        if abs(m[c][c]) < 1e-12:
-            continue
-        for r in range(n):
-            if r != c and m[r][c]:
-                f = m[r][c] / m[c][c]
-                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
-    return [m[i][n] / m[i][i] if abs(m[i][i]) >= 1e-12 else 0.0 for i in range(n)]
-
-
 def _ridge(xs: list[list[float]], ys: list[float], ws: list[float], ridge: float) -> list[float]:
     k = len(xs[0])
     a = [[sum(w * x[i] * x[j] for x, w in zip(xs, ws, strict=True)) + (ridge if i == j and i else 0.0)
           for j in range(k)] for i in range(k)]
     b = [sum(w * x[i] * y for x, y, w in zip(xs, ys, ws, strict=True)) for i in range(k)]
-    return _solve(a, b)
+    return solve_linear(a, b)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
-from specops.speculation import PROMPT_METHODS
+from specops.speculation import PROMPT_METHODS, solve_linear
 from specops.tune.types import (
     Coefficients,
     DrafterAcceptance,
@@ -167,19 +167,9 @@ def _normal_equations(rows: list[list[float]], ys: list[float]) -> list[float]:
     ata = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
     aty = [sum(r[i] * y for r, y in zip(rows, ys, strict=False)) for i in range(n)]
     eps = 1e-12 * max(1e-12, sum(ata[i][i] for i in range(n)))
-    m = [ata[i][:] + [aty[i]] for i in range(n)]
     for i in range(n):
-        m[i][i] += eps
-    for c in range(n):
-        p = max(range(c, n), key=lambda r: abs(m[r][c]))
-        m[c], m[p] = m[p], m[c]
-        if abs(m[c][c]) < 1e-300:
-            continue
-        for r in range(n):
-            if r != c:
-                k = m[r][c] / m[c][c]
-                m[r] = [a - k * b for a, b in zip(m[r], m[c], strict=False)]
-    return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]
+        ata[i][i] += eps
+    return solve_linear(ata, aty, tiny=1e-300)
 
 
 def nonnegative_lstsq(rows: list[list[float]], ys: list[float]) -> list[float]:
