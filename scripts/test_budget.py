@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -168,8 +169,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for part in out.glob(f"{args.tier}.*.xml"):
         part.unlink()
     env = dict(os.environ)
-    env["PYTEST_ADDOPTS"] = " ".join(filter(None, [env.get("PYTEST_ADDOPTS"),
-                                                   f"--junitxml={out / (args.tier + '.xml')}"]))
+    # an outer tier's --junitxml (this script run inside a test that `run` is timing) is dropped: the
+    # tier's parts are found from the first --junitxml, which must be this tier's own
+    inherited = re.sub(r"--junitxml(=|\s+)\S+", "", env.get("PYTEST_ADDOPTS", "")).split()
+    env["PYTEST_ADDOPTS"] = " ".join(inherited + [f"--junitxml={out / (args.tier + '.xml')}"])
     env["SPECOPS_TEST_EVENTS"] = str(out / f"{args.tier}.events")
     t0 = time.monotonic()
     rc = subprocess.run(command, env=env).returncode

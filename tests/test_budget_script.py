@@ -4,6 +4,7 @@ events file is written by the hook itself, called as the engine start and the vL
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -64,7 +65,11 @@ def test_run_records_a_command_and_nothing_recorded_is_exit_2(tmp_path):
 
 def test_a_tier_of_several_pytest_runs_is_all_their_junit_parts_and_old_parts_go(tmp_path):
     """scripts/test.sh runs pytest twice and turns the budget's --junitxml=OUT/TIER.xml into
-    OUT/TIER.fast.xml and OUT/TIER.rest.xml: the tier is both files; a part left by an earlier run is not."""
+    OUT/TIER.fast.xml and OUT/TIER.rest.xml: the tier is both files; a part left by an earlier run is not.
+    Run inside an outer tier (CI times `make test`, whose tests run this), the outer --junitxml in the inherited
+    PYTEST_ADDOPTS is dropped, other options kept: the parts land in this tier's folder, not the outer one's."""
+    outer = tmp_path / "outer"
+    outer.mkdir()
     out = tmp_path / "b"
     out.mkdir()
     (out / "demo.stale.xml").write_text(JUNIT)  # an earlier run's part: deleted by `run`, never counted
@@ -72,9 +77,12 @@ def test_a_tier_of_several_pytest_runs_is_all_their_junit_parts_and_old_parts_go
     write = ("import os, re, pathlib; base = re.search(r'--junitxml=(\\S+)\\.xml', os.environ['PYTEST_ADDOPTS'])[1]; "
              f"pathlib.Path(base + '.fast.xml').write_text({JUNIT!r}); pathlib.Path(base + '.rest.xml').write_text({JUNIT!r})")
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "test_budget.py"), "run", "--out", str(out), "demo", "--",
-                        sys.executable, "-c", write], capture_output=True, text=True, timeout=120, cwd=str(REPO))
+                        sys.executable, "-c", write + "; assert '-p no:cacheprovider' in os.environ['PYTEST_ADDOPTS']"],
+                       capture_output=True, text=True, timeout=120, cwd=str(REPO),
+                       env={**os.environ, "PYTEST_ADDOPTS": f"-p no:cacheprovider --junitxml={outer / 'test.xml'}"})
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.glob("demo.*.xml")) == ["demo.fast.xml", "demo.rest.xml"]
+    assert list(outer.iterdir()) == []
     row = next(ln for ln in r.stdout.splitlines() if ln.startswith("| demo"))
     # the same three test ids in both parts: 3 tests, their times added; failures and pytest time of both
     assert [c.strip() for c in row.split("|")[3:7]] == ["3", "2", "2", "85 s"]
