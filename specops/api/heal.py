@@ -23,3 +23,16 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
         return run(deployment, data=data, from_traffic=from_traffic, params=extra, heldout=heldout,
                    min_gain=min_gain, floor=floor, max_tokens=max_tokens, handover=handover, dry_run=dry_run,
                    reason=reason, alpha=alpha, budget=budget, registry=reg, progress=progress)
+
+
+def canary_watch(canary: str, *, namespace: str | None = None, prometheus_url: str | None = None,
+                 window_s: int | None = None, alpha: float | None = None, min_gain: float | None = None,
+                 budget: int | None = None, timeout_s: float = 600, db: str | None = None, progress=None):
+    """Drive a Kubernetes canary's windows through the sequential test; promote or roll back
+    (specops.heal.kubecanary)."""
+    from specops.heal.kubecanary import watch_canary
+
+    with open_registry(db) as reg:
+        return watch_canary(canary, registry=reg, namespace=namespace, prometheus_url=prometheus_url,
+                            window_s=window_s, alpha=alpha, min_gain=min_gain, budget=budget, timeout_s=timeout_s,
+                            progress=progress)

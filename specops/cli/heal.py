@@ -1,4 +1,4 @@
-"""`specops heal`: retrain a local deployment's stale draft, validate it, canary it, promote or roll back.
+"""`specops heal` and `specops canary watch`: retrain a local deployment's stale draft, validate it, canary it, promote or roll back.
 
 Exit codes: 0 the run ended (promoted, or rolled back with the reason printed); 2 bad input, a heal
 or retraining job already running for the deployment (the holder is named), or a step failed (the
@@ -12,9 +12,14 @@ from typing import Optional
 
 import typer
 
+canary_app = typer.Typer(help="Kubernetes canaries: decide promotion on live traffic with the sequential test.",
+                         no_args_is_help=True)
+
 
 def register(app: typer.Typer) -> None:
     app.command("heal")(heal)
+    canary_app.command("watch")(canary_watch)
+    app.add_typer(canary_app, name="canary")
 
 
 def heal(
@@ -78,3 +83,44 @@ def _table(o) -> None:
     echo(f"{o.deployment}: {o.status}; serving {o.serving_draft} at {o.endpoint} ({o.seconds:.0f}s)")
     if o.reason:
         echo(f"reason: {o.reason}")
+
+
+def canary_watch(
+    canary: str = typer.Argument(..., help="The canary (deployed with `specops deploy SPEC --platform kubernetes "
+                                 "--canary-of STABLE`)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
+                                            help="Namespace (default: from the registry, else 'default')."),
+    prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Prometheus base URL that scrapes "
+                                                 "both arms (default: SPECOPS_PROMETHEUS_URL / config)."),
+    window_s: Optional[int] = typer.Option(None, "--window-s", help="Seconds per window, one sample (default: the "
+                                           "spec's canary.window_s, 300)."),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help="Stated false-promotion rate (default: the spec's "
+                                          "canary.alpha, 0.05)."),
+    min_gain: Optional[float] = typer.Option(None, "--min-gain", help="Acceptance-rate gain over the stable needed "
+                                             "to promote (default: the spec's canary.min_gain, 0)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most windows (default: the spec's canary.budget, "
+                                         "48); spent without a decision the canary is rolled back."),
+    timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the stable's rollout on promotion."),
+    db: Optional[str] = typer.Option(None, "--db", help="Registry URL or SQLite path."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+) -> None:
+    """Read both arms' acceptance from Prometheus every window, test; promote on "better", else roll back."""
+    from specops.api.heal import canary_watch as run
+    from specops.cli.output import check_format, emit
+    from specops.cli.output import progress as show
+
+    check_format(output, ("table", "json"))
+    outcome = run(canary, namespace=namespace, prometheus_url=prometheus_url, window_s=window_s, alpha=alpha,
+                  min_gain=min_gain, budget=budget, timeout_s=timeout, db=db,
+                  progress=show if output == "table" else None)
+    emit(outcome, output, _watch_table)
+
+
+def _watch_table(o) -> None:
+    v = o.verdict
+    typer.echo(f"canary test {o.canary_test_id}: {v.line()}; false-promotion rate <= {v.alpha:g} (stated); wealth "
+               f"better {v.wealth_better:.3g} / worse {v.wealth_worse:.3g} (stops at {1 / v.alpha:g}); "
+               f"{o.windows} windows of {o.window_s}s ({o.empty_windows} without a sample)")
+    for line in o.lines:
+        typer.echo(line)
+    typer.echo(f"{o.canary}: {o.status} (stable {o.stable}, namespace {o.namespace})")
