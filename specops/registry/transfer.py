@@ -1,7 +1,8 @@
 """Export, import and prune.
 
 Export is a JSON document without database ids (rows refer to each other by NAME@VERSION and
-deployment name), in insertion order, so export -> import into an empty registry -> export gives the
+deployment name; a canary test keeps its id, which events and validation runs name: an import that
+renumbers it rewrites those links), in insertion order, so export -> import into an empty registry -> export gives the
 same bytes. The event log travels only with ``with_events=True``. Import runs in one transaction:
 anything already present (a NAME@VERSION, a deployment name) or invalid aborts it with nothing written.
 
@@ -24,6 +25,8 @@ from specops.models import Strict
 from specops.registry.measurements import MeasurementsMixin, aggregate
 from specops.registry.migrations import MIGRATIONS
 from specops.registry.schema import (
+    CanaryTest,
+    CanaryTestCreate,
     Deployment,
     DeploymentCreate,
     Draft,
@@ -82,6 +85,10 @@ class TransferMixin(MeasurementsMixin):
             doc["retrain_jobs"] = [{**_dump(j, {"id", "deployment_id", "active_key"}),
                                     "deployment": dname[j.deployment_id]}
                                    for j in s.exec(select(RetrainJob).order_by(RetrainJob.id)).all()]
+            # with its id: events (data.canary_test) and validation runs (summary.canary_test) name it, and an
+            # import into a registry that has tests already renumbers it and rewrites those links
+            doc["canary_tests"] = [{**_dump(c, {"deployment_id"}), "deployment": dname[c.deployment_id]}
+                                   for c in s.exec(select(CanaryTest).order_by(CanaryTest.id)).all()]
             if with_events:
                 doc["events"] = [_dump(e, {"id"}) for e in s.exec(select(Event).order_by(Event.id)).all()]
             from specops.secrets import redact_data
@@ -121,6 +128,8 @@ class TransferMixin(MeasurementsMixin):
                 s.add(row)
                 s.flush()
                 dids[row.name] = row.id
+            tests = _insert_canary_tests(s, doc.get("canary_tests", []), dids, source)
+            counts["canary_tests"] = len(tests)
             for key, table, create in (("measurements", MeasurementRow, MeasurementCreate),
                                        ("validation_runs", ValidationRun, ValidationRunCreate),
                                        ("retrain_jobs", RetrainJob, RetrainJobCreate)):
@@ -134,11 +143,14 @@ class TransferMixin(MeasurementsMixin):
                     item["deployment_id"] = dids[dep]
                     if key == "retrain_jobs" and item.get("status") == "running":
                         item["active_key"] = dids[dep]
+                    if key == "validation_runs":
+                        item["summary"] = _relinked(item.get("summary"), tests)
                     rows.append(_checked(create, item, source, f"{key}[{i}]"))
                 if rows:
                     s.exec(insert(table), params=rows)
                 counts[key] = len(rows)
-            events = [_checked(EventCreate, e, source, f"events[{i}]") for i, e in enumerate(doc.get("events", []))]
+            events = [_checked(EventCreate, _relinked_event(e, tests), source, f"events[{i}]")
+                      for i, e in enumerate(doc.get("events", []))]
             if events:
                 s.exec(insert(Event), params=events)
             counts.update(targets=len(tids), drafts=len(doc.get("drafts", [])), deployments=len(dids),
@@ -180,7 +192,8 @@ class TransferMixin(MeasurementsMixin):
         return self._tx(work, write=apply)
 
 
-SECTIONS = ("targets", "drafts", "deployments", "measurements", "validation_runs", "retrain_jobs", "events")
+SECTIONS = ("targets", "drafts", "deployments", "measurements", "validation_runs", "retrain_jobs", "canary_tests",
+            "events")
 MAX_INT = 2**63 - 1
 """SQL's largest integer: a bigger number in an import is refused, not an OverflowError mid-transaction."""
 
@@ -303,6 +316,37 @@ def _insert_models(s: Session, table, create_cls, items: list[dict], source: str
         s.flush()
         ids[ref] = row.id
     return ids
+
+
+def _insert_canary_tests(s: Session, items: list[dict], dids: dict[str, int], source: str) -> dict[int, int]:
+    """Insert the canary tests (samples and all) in file order; {id in the file: id here}."""
+    ids: dict[int, int] = {}
+    for i, item in enumerate(items):
+        item = dict(item)
+        old, dep = item.pop("id", None), item.pop("deployment", None)
+        if dep not in dids:
+            raise InputError(f"{source}: canary_tests[{i}] names deployment {dep}, which is not in the file",
+                             "export the whole registry again")
+        if not isinstance(old, int) or isinstance(old, bool) or old in ids:
+            raise InputError(f"{source}: canary_tests[{i}].id must be a number no other test has (got {old!r})",
+                             "export the whole registry again")
+        row = CanaryTest(**_checked(CanaryTestCreate, {**item, "deployment_id": dids[dep]}, source,
+                                    f"canary_tests[{i}]", keep=("started_at", "finished_at")))
+        s.add(row)
+        s.flush()
+        ids[old] = row.id
+    return ids
+
+
+def _relinked_event(event: dict, tests: dict[int, int]) -> dict:
+    return {**event, "data": _relinked(event["data"], tests)} if "data" in event else event
+
+
+def _relinked(data, tests: dict[int, int]):
+    """``data`` with ``canary_test`` (an event's data, a validation run's summary) pointing at the imported row."""
+    if isinstance(data, dict) and isinstance(data.get("canary_test"), int) and data["canary_test"] in tests:
+        return {**data, "canary_test": tests[data["canary_test"]]}
+    return data
 
 
 def _group(rows: list[MeasurementRow], unit: str) -> dict[tuple, list[MeasurementRow]]:

@@ -73,3 +73,38 @@ def test_lineage_show_prints_the_tests_a_draft_took_part_in(cli):
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("canary test #"))
     assert "d@2 vs d@1: no-decision after 10/10 samples (alpha 0.05, margin 0" in line and "replayed-prompts" in line
+
+
+def test_export_and_import_carry_canary_tests_with_their_samples_and_links(reg, specops_home):
+    """A registry's canary tests travel through `lineage export` / `import`: every sample, the verdict, and
+    the events and validation runs that name a test still name it after the import renumbers it."""
+    _stale_pair(reg)
+    v = _verdict([0.6] * 20, min_gain=0.15, budget=24)
+    data = [{"i": i, "d": 0.6, "incumbent": [10, 30], "candidate": [28, 30], "seconds": [0.5, 0.4]}
+            for i in range(v["samples"])]
+    row = reg.record_canary_test("web", candidate="d@2", incumbent="d@1", target="tiny@1", canary="web-canary",
+                                 traffic="live-share", metric="acceptance-rate difference per window", verdict=v,
+                                 data=data)
+    reg.record_validation_run("web", checklist="heal/canary", passed=True, summary={"canary_test": row.id})
+    reg.record_event("heal.promoted", "web", "web: d@1 -> d@2", data={"canary_test": row.id, "to": "d@2"})
+    doc = json.loads(json.dumps(reg.export_data(with_events=True)))
+    assert [(t["id"], t["candidate"], t["deployment"], t["data"]) for t in doc["canary_tests"]] == \
+        [(row.id, "d@2", "web", data)]
+
+    with open_registry(f"sqlite:///{specops_home / 'empty.db'}") as empty:  # export -> import -> export: the same
+        assert empty.import_data(doc)["canary_tests"] == 1
+        assert json.dumps(empty.export_data(with_events=True), sort_keys=True) == json.dumps(doc, sort_keys=True)
+
+    with open_registry(f"sqlite:///{specops_home / 'busy.db'}") as busy:  # holds tests already: renumbered
+        busy.upsert_deployment("other", platform="local", status="running")
+        for _ in range(2):
+            busy.record_canary_test("other", candidate="x@1", traffic="replayed-prompts", metric="m",
+                                    verdict=_verdict([0.0] * 4, budget=4), data=[])
+        busy.import_data(doc)
+        [test] = busy.canary_tests(deployment="web")
+        assert test.id != row.id and (test.data, test.verdict, test.decision) == (data, v, "better")
+        assert test.started_at == row.started_at
+        [promoted] = busy.events(subject="web", kind="heal.promoted", limit=5)
+        assert promoted.data == {"canary_test": test.id, "to": "d@2"}
+        [run] = [r for r in busy.validation_runs("web") if r.checklist == "heal/canary"]
+        assert run.summary == {"canary_test": test.id}
