@@ -83,8 +83,8 @@ def watch_params(block, *, window_s: int | None, alpha: float | None, min_gain: 
     window = window_s if window_s is not None else block.window_s
     if window < MIN_WINDOW_S:
         raise InputError(f"--window-s {window} is shorter than {MIN_WINDOW_S} s",
-                         "use windows of at least two Prometheus scrape intervals (the spec's canary.window_s, "
-                         "default 300)")
+                         f"give --window-s {MIN_WINDOW_S} or more, at least two of Prometheus' scrape intervals "
+                         "(or leave it out: the spec's canary.window_s, default 300)")
     try:
         test = SequentialTest(alpha=block.alpha if alpha is None else alpha,
                               min_gain=block.min_gain if min_gain is None else min_gain,
@@ -126,10 +126,10 @@ def watch_canary(canary: str, *, registry, namespace: str | None = None, prometh
 
     say = progress or (lambda _m: None)
     reg = registry
-    ns = _namespace(canary, namespace, reg)
-    _, stable = _canary(Cluster(api_client), canary, ns)  # refuses a stable or a missing Deployment
     block, _ = _block(canary)
     test, window = watch_params(block, window_s=window_s, alpha=alpha, min_gain=min_gain, budget=budget)
+    ns = _namespace(canary, namespace, reg)
+    _, stable = _canary(Cluster(api_client), canary, ns)  # refuses a stable or a missing Deployment
     if _row(reg, stable) is None:
         raise InputError(f"the stable {stable} of canary {canary} is not in the registry",
                          "deploy it with `specops deploy STABLE.yaml --platform kubernetes` (or use the registry "

@@ -183,6 +183,8 @@ ELSEWHERE: dict[str, str] = {
         "needs a Kubernetes cluster with the canary (tests/k8s)",
     "specops rollback llama70b-eagle31-k5     # canary deleted; the stable serves everything":
         "needs a Kubernetes cluster with the canary (tests/k8s)",
+    "specops canary watch llama70b-eagle31-k5 -n llm --prometheus-url http://prometheus.monitoring:9090":
+        "needs a Kubernetes cluster with the canary and a Prometheus scraping both arms (tests/k8s/test_canary_watch.py)",
     "specops lineage import registry.json --db postgresql+psycopg://user@db/specops":
         "needs a PostgreSQL server named db (tests/registry under the postgres marker)",
     "specops monitor --once --prometheus-url http://prometheus:9090          # one cycle (cron, CronJob)":

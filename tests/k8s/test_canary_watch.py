@@ -145,9 +145,13 @@ def test_a_worse_canary_is_rolled_back_with_the_spec_s_test(spec, llm_ns, fake_k
         update={"canary": CanaryBlock(share=0.5, alpha=0.2, budget=10)})
     deploy(canary, tmp_path, canary_of=STABLE)
     url, close = _arms(llm_ns, tmp_path, stable_p=0.95, canary_p=0.1)
+    watch = cli_in(tmp_path)
     try:
-        proc = cli_in(tmp_path)("canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s",
-                                str(WINDOW_S), "-o", "json")
+        bad = watch("canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s", "1")
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr
+        assert "--window-s 1 is shorter than 2 s" in bad.stderr and "To fix: give --window-s 2 or more" in bad.stderr
+        proc = watch("canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s",
+                     str(WINDOW_S), "-o", "json")  # the fix followed (3 >= 2)
     finally:
         close()
     assert proc.returncode == 0, proc.stderr
