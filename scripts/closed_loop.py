@@ -16,7 +16,7 @@ Every step runs the real CLI in a subprocess (argv lists) and prints its wall ti
 under a fresh SPECOPS_HOME (default: a temp folder; --home to keep it). The committed tiny models are
 copied, never modified. Takes ≈ 8-12 min on an idle 2-core machine.
 
-    .venv/bin/python scripts/closed_loop.py [--home DIR] [--steps 300] [--no-prometheus]
+    .venv/bin/python scripts/closed_loop.py [--home DIR] [--steps 300] [--heldout 24] [--no-prometheus]
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ def main() -> int:
     ap.add_argument("--home", help="SPECOPS_HOME to use (default: a fresh temp folder, removed at the end)")
     ap.add_argument("--steps", type=int, default=300, help="distillation steps (the reference recipe: 300)")
     ap.add_argument("--no-prometheus", action="store_true", help="scrape /metrics directly")
+    ap.add_argument("--heldout", type=int, default=24, help="held-out prompts: the canary test's prompts (heal's "
+                    "default: 24)")
     args = ap.parse_args()
     home = Path(args.home or tempfile.mkdtemp(prefix="specops-loop-")).resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -181,6 +183,7 @@ def main() -> int:
         t = step("4. heal: distil draft v2 from target-v2's outputs, validate, canary, promote")
         r = specops("heal", "--deployment", "loop", "--from-traffic", "--params",
                     json.dumps({"steps": args.steps, "threads": 1}), "--min-gain", "0.1",
+                    "--heldout", str(args.heldout),
                     "--reason", "CHANGED_MODEL: target tiny@2 serves under the draft trained for tiny@1")
         assert "loop: promoted" in r.stdout, "the heal did not promote"
         timings["4 heal"] = time.monotonic() - t
