@@ -16,6 +16,8 @@ rolls it back (:func:`specops.k8s.deploy.rollback`: the canary Deployment is del
 serves everything), the budget spent without a decision is "could not evaluate; not promoted" and the
 canary is rolled back too. The test is one ``canary_test`` row (traffic ``live-share``, every window's
 counts), and ``heal.promoted`` / ``heal.rollback`` on the stable name it (``data.canary_test``).
+Interrupted (SIGINT/SIGTERM/SIGHUP), the windows so far are recorded as a no-decision test and the
+canary is left as it is.
 """
 
 from __future__ import annotations
@@ -140,14 +142,27 @@ def watch_canary(canary: str, *, registry, namespace: str | None = None, prometh
     candidate = (crow.draft_ref if crow is not None else None) or canary
     say(f"canary test: {canary} vs {stable} (namespace {ns}), windows of {window}s, at most {test.budget} "
         f"(alpha {test.alpha:g}, margin {test.min_gain:g}); traffic: {TRAFFIC_LIVE}")
+    from specops.heal.sequential import Sequential
+    from specops.retrain.lease import signals_as_exceptions
+
     started = datetime.now(timezone.utc)
-    seq, samples, empty = _windows(reader, ns, stable, canary, window, test, say)
+    seq, samples, interrupted = Sequential(test), [], None
+    with signals_as_exceptions():  # SIGTERM/SIGINT/SIGHUP: the windows so far are recorded, nothing is changed
+        try:
+            empty = _windows(reader, ns, stable, canary, window, seq, samples, say)
+        except KeyboardInterrupt as exc:
+            interrupted, empty = exc, sum(s["d"] is None for s in samples)
+    seq.close()
     verdict = seq.verdict()
     row = reg.record_canary_test(stable, candidate=candidate, incumbent=srow.draft_ref, target=srow.target_ref,
                                  canary=canary, traffic=TRAFFIC_LIVE, metric=METRIC_WINDOWS,
                                  verdict=verdict.model_dump(mode="json"), data=samples,
                                  started_at=started)
     line = f"canary test {row.id}: {verdict.line()}; traffic: {TRAFFIC_LIVE} ({window}s windows, both arms)"
+    if interrupted is not None:
+        say(f"interrupted after {len(samples)} windows: recorded as {line}; {canary} was left as it is (not "
+            f"promoted): run `specops canary watch {canary}` again, or `specops rollback {canary}`")
+        raise interrupted
     say(line)
     data = {"canary": canary, "namespace": ns, "canary_test": row.id, "verdict": verdict.line()}
     if verdict.decision == "better":
@@ -171,13 +186,12 @@ def watch_canary(canary: str, *, registry, namespace: str | None = None, prometh
                              lines=lines, reason=line)
 
 
-def _windows(reader, ns: str, stable: str, canary: str, window: int, test: SequentialTest, say):
-    """Read windows until the test stops or ``test.budget`` windows are spent; (test, samples, empty)."""
-    from specops.heal.sequential import Sequential
+def _windows(reader, ns: str, stable: str, canary: str, window: int, seq, samples: list[dict], say) -> int:
+    """Read windows into ``seq`` and ``samples`` until the test stops or its budget of windows is spent;
+    returns the windows that gave no sample."""
     from specops.heal.traffic import window_samples
 
-    seq = Sequential(test)
-    samples: list[dict] = []
+    test = seq.p
     empty = 0
     settle = min(2.0, window / 2)  # the scrape at the window's end must be stored before the query
     t0 = time.time()
@@ -209,5 +223,4 @@ def _windows(reader, ns: str, stable: str, canary: str, window: int, test: Seque
             f"{c[0] / c[1]:.3f} ({c[1]:.0f} drafted), d {d:+.3f}; {seq.verdict(with_power=False).line()}")
         if decided:
             break
-    seq.close()
-    return seq, samples, empty
+    return empty

@@ -132,7 +132,8 @@ def heal(deployment: str, *, data: str | Path | None = None, from_traffic: bool 
             raise InputError(f"deployment {deployment} runs on {dep.platform}",
                              f"heal drives local engines; on Kubernetes run `specops retrain --deployment {deployment} "
                              "--data FILE`, then `specops deploy SPEC --platform kubernetes --canary-of "
-                             f"{deployment}`")
+                             f"{deployment}` and `specops canary watch CANARY` (the test on live traffic promotes "
+                             "or rolls back)")
         if dry_run:
             return _plan(registry, deployment, data, from_traffic, params, heldout, handover)
         return _heal(registry, deployment, data=data, from_traffic=from_traffic, params=params, heldout=heldout,

@@ -101,6 +101,27 @@ def _arms(ns: str, tmp_path, stable_p: float, canary_p: float):
     return url, close
 
 
+def _terminated_after_one_window(argv: list[str], folder) -> str:
+    """Run `specops canary watch`, SIGTERM it once its first window is reported; its stderr. The canary must
+    still be there afterwards (checked by the caller's next watch, which needs it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "specops", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ), cwd=str(folder))
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "window 1/" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, "".join(seen) + rest
+    return "".join(seen) + rest
+
+
 def _check_samples(test, stable_p: float, canary_p: float) -> None:
     """Every window's counts are the exporters' (rates near each arm's p; the difference is the counts')."""
     assert len(test.data) >= test.samples
@@ -150,8 +171,9 @@ def test_a_worse_canary_is_rolled_back_with_the_spec_s_test(spec, llm_ns, fake_k
         bad = watch("canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s", "1")
         assert bad.returncode == 2 and "Traceback" not in bad.stderr
         assert "--window-s 1 is shorter than 2 s" in bad.stderr and "To fix: give --window-s 2 or more" in bad.stderr
-        proc = watch("canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s",
-                     str(WINDOW_S), "-o", "json")  # the fix followed (3 >= 2)
+        argv = ["canary", "watch", CANARY, "-n", llm_ns, "--prometheus-url", url, "--window-s", str(WINDOW_S)]
+        stopped = _terminated_after_one_window(argv, tmp_path)
+        proc = watch(*argv, "-o", "json")  # the fix followed (3 >= 2)
     finally:
         close()
     assert proc.returncode == 0, proc.stderr
@@ -162,7 +184,9 @@ def test_a_worse_canary_is_rolled_back_with_the_spec_s_test(spec, llm_ns, fake_k
     assert deployment(real_cluster, llm_ns, CANARY) is None
     assert gamma_of(deployment(real_cluster, llm_ns, STABLE)) == 3  # the stable kept its configuration
     reg = open_registry()
-    [test] = reg.canary_tests(deployment=STABLE)
+    test, cut = reg.canary_tests(deployment=STABLE)  # newest first
+    assert (cut.decision, cut.samples, len(cut.data)) == ("no-decision", 1, 1)  # the SIGTERMed run: recorded
+    assert f"recorded as canary test {cut.id}: no decision" in stopped and "was left as it is" in stopped
     assert (test.id, test.decision, test.alpha) == (out["canary_test_id"], "worse", 0.2)
     _check_samples(test, 0.95, 0.1)
     assert reg.get_deployment(CANARY).status == "stopped"
