@@ -94,9 +94,12 @@ class EngineProfile(Strict):
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
     expert_half_mb: float = Field(
-        9.4, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
-        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py); 9.4 MB keeps "
-        "Qwen3-30B-A3B's experts at the 0.5 fitted with moe_layer_overhead_ms on moe_baselines_2026-12.csv.")
+        4.7, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
+        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py). A shared fitted "
+        "constant of the step-cost cross-validation (stepcost.SHARED_KEYS): with each baseline source held out in "
+        "turn the fit picks 1.0-4.7 MB, never the former 9.4 (issue 18's 0.5 efficiency for Qwen3-30B-A3B); 4.7, "
+        "the largest held-out pick, ships (Qwen3-30B-A3B's 9.4 MB experts at 0.67 of the dense bandwidth). "
+        "bench/stepcost_bench.py prints the picks; docs/performance-model.md.")
     routing_locality: float = Field(
         0.25, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
         "sequence already chose (planner/moe.py; 0: independent routing, an upper bound on experts verified). "
