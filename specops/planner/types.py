@@ -138,6 +138,8 @@ class ModelSpec(_Strict):
             return self.architecture
         if self.source.startswith("estimated from"):
             return None
+        if self.recurrent_layers:  # Mamba/GDN layers, sequential or beside attention: the hybrid rows apply
+            return "hybrid"
         return "sliding_window" if self.sliding_layers else "moe" if self.is_moe else "dense"
 
 

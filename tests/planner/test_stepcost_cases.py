@@ -1,6 +1,6 @@
-"""Issue 37, second round: the step-cost terms added to close the baseline cross-validation (TP all-reduce volume,
-w4a16 weights), the hybrid catalog entries (Nemotron-H, Jamba) and the draft-LM cost pooled over the draft-cost
-sources. Every published row a test checks is predicted by a fit made without the row's own source (the step-cost
+"""Issue 37, second and third rounds: the step-cost terms added to close the baseline cross-validation (TP all-reduce
+volume, w4a16 weights, the expert read efficiency fitted as a shared key), the hybrid catalog entries (Nemotron-H,
+Jamba) and the draft-LM cost pooled over the draft-cost sources. Every published row a test checks is predicted by a fit made without the row's own source (the step-cost
 profiles of stepcost.fit_engine_profiles, the draft-cost pair of draftcost.loso_draft_cost). Shipped catalogs,
 data and profiles; nothing is faked."""
 

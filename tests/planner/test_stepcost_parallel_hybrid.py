@@ -50,6 +50,7 @@ def _step(model, *, batch: int, kv_len: float, tp: int = 1) -> float:
 
 def test_the_catalog_entry_is_a_parallel_hybrid_with_vllms_mamba2_state(falcon):
     assert falcon.kind() == "hybrid" and falcon.parallel_ssm_layers == falcon.layers == 44 and falcon.linear_layers == 0
+    assert falcon.model_copy(update={"architecture": None}).kind() == "hybrid"  # derived from the layers when unstated
     assert falcon.state_bytes_per_layer == STATE
     # the cited params_b is the sum of its fields: 2 embeddings (untied) + 44 × (attention + Mamba-2 + SwiGLU MLP)
     assert falcon.params_b == pytest.approx((2 * 130048 * 3072 + 44 * (ATTENTION + MAMBA + 3 * 3072 * 12288)) / 1e9,
