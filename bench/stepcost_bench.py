@@ -5,9 +5,11 @@ Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner
    with the profiles fitted per engine class on the other sources only (stepcost.fit_engine_profiles);
 2. the same per engine class, dense/MoE, batch range and metric;
 3. the fit on every row (what each class's constants become) and the worst held-out rows;
-4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price;
+4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price; expert_half_mb as each held-out fold
+   picks it;
 5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
-6. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
+6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio;
+7. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
    n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
 
 Run: .venv/bin/python bench/stepcost_bench.py
@@ -62,6 +64,10 @@ def main() -> None:
     for cls, p in fit.profiles.items():
         print(f"   {cls:<13} step {p.step_overhead_ms:.2f} ms, η_bw {p.bandwidth_efficiency:.2f}, η_f "
               f"{p.compute_efficiency:.2f}, MoE layer {p.moe_layer_overhead_ms:.2f} ms  ({fit.how[cls]})")
+    picks = {src: fit_engine_profiles([r for r in rows if r.source != src]).profiles["pooled"].expert_half_mb
+             for src in sorted({r.source for r in rows})}
+    print(f"   expert_half_mb picked with each source held out: {sorted(picks.values())} (shipped "
+          f"{today_profile(rows[0]).expert_half_mb}; before issue 37's third round 9.4, not fitted here)")
     worst = sorted((s for s in fitted if s.log_error is not None), key=lambda s: -abs(s.log_error))[:8]
     print("\n   worst held-out rows:")
     for s in worst:
@@ -137,6 +143,30 @@ def draft_cost_section() -> None:
               f"{prof.draft_layer_overhead_ms}")
 
 
+def sglang_eagle_sweep() -> None:
+    """The SGLang batch sweep of the EAGLE-3 paper (Table 3: Llama-3.1-8B, one H100, chain of 3, MT-bench), EAGLE-1
+    and EAGLE-3 heads side by side, every row predicted with its source held out. The EAGLE/EAGLE-3 ratio shows
+    what the batch-24 EAGLE row (0.93x) misses: the two heads run the same engine, batch and γ, so a step-cost
+    term that grows with batch moves both alike; the ratio is τ (acceptance) plus the EAGLE-1 head's
+    full-vocabulary LM head."""
+    from specops.planner.evidence import cross_validate
+    from specops.planner.priors import load_published
+
+    res = [x for x in cross_validate(load_published()) if x.row.engine == "sglang" and
+           x.row.source.startswith("EAGLE-3 (Li") and x.row.method in ("eagle", "eagle3") and x.row.batch > 1]
+    by = {(x.row.method, x.row.batch): x for x in res}
+    print("\n== SGLang sweep of the EAGLE-3 paper (Table 3), each row held out: EAGLE-1 vs EAGLE-3 by batch ==")
+    for b in sorted({k[1] for k in by}):
+        e1, e3 = by.get(("eagle", b)), by.get(("eagle3", b))
+        line = f"   batch {b:>3}:"
+        for name, x in (("EAGLE", e1), ("EAGLE-3", e3)):
+            line += f"  {name} published {x.row.speedup:.2f} predicted {x.predicted:.2f} (ln {x.log_ratio:+.2f});" if x \
+                else f"  {name} -;"
+        if e1 and e3:
+            line += f"  ratio published {e1.row.speedup / e3.row.speedup:.2f}, predicted {e1.predicted / e3.predicted:.2f}"
+        print(line)
+
+
 def cases() -> None:
     """The issue's cases, each printed with the numbers behind it."""
     from specops.planner import RecommendRequest, recommend
@@ -174,4 +204,5 @@ if __name__ == "__main__":
     main()
     draft_cost_section()
     draft_model_stratum()
+    sglang_eagle_sweep()
     cases()

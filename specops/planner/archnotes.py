@@ -43,7 +43,7 @@ def hybrid_note(ctx, steps: list[DecisionStep]) -> None:
     instead of a per-token KV cache, and what a verification costs in those layers."""
     m = ctx.model
     step = next((s for s in steps if s.rule == "model_size"), None)
-    if step is None or not m.linear_layers:
+    if step is None or not m.recurrent_layers:
         return
     from specops.planner.perfmodel import kv_bytes_per_seq, recurrent_state_bytes
 
@@ -51,8 +51,15 @@ def hybrid_note(ctx, steps: list[DecisionStep]) -> None:
     per_token = kv_bytes_per_seq(m, "auto", 2) - kv_bytes_per_seq(m, "auto", 1)
     full = per_token * m.layers / max(1, m.layers - m.linear_layers)
     t = (ctx.chosen.gamma + 1) if ctx.chosen is not None and ctx.chosen.gamma else 4
-    step.outcome += (f"; hybrid target: {m.linear_layers} of {m.layers} layers hold a recurrent state "
-                     f"({state / 2**20:.1f} MiB per sequence, whatever its length) instead of KV, so KV is "
-                     f"{per_token / 1024:.0f} KiB per token (all-attention: {full / 1024:.0f} KiB); speculating keeps "
+    if m.linear_layers:
+        held = (f"{m.linear_layers} of {m.layers} layers hold a recurrent state ({state / 2**20:.1f} MiB per sequence, "
+                f"whatever its length) instead of KV, so KV is {per_token / 1024:.0f} KiB per token (all-attention: "
+                f"{full / 1024:.0f} KiB)")
+    else:  # a parallel hybrid (Falcon-H1): attention and a Mamba mixer side by side in each such layer
+        held = (f"{m.parallel_ssm_layers} of {m.layers} layers run a Mamba mixer beside attention (parallel hybrid): "
+                f"a step reads both mixers' weights, the KV grows as an all-attention model's ({per_token / 1024:.0f} "
+                f"KiB per token) and the layers also hold a recurrent state ({state / 2**20:.1f} MiB per sequence, "
+                f"whatever its length)")
+    step.outcome += (f"; hybrid target: {held}; speculating keeps "
                      f"1 + γ state slots per sequence (vLLM gdn_attn.py / mamba_utils.py), and a verification of {t} "
                      f"tokens reads the state once and writes it {t} times (one per position, for rollback)")

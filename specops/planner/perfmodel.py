@@ -94,9 +94,12 @@ class EngineProfile(Strict):
     sampler_bytes: float = Field(SAMPLER_BYTES, ge=0, description="Bytes per scored token per vocabulary entry "
                                  "that sampling moves (see SAMPLER_BYTES).")
     expert_half_mb: float = Field(
-        9.4, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
-        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py); 9.4 MB keeps "
-        "Qwen3-30B-A3B's experts at the 0.5 fitted with moe_layer_overhead_ms on moe_baselines_2026-12.csv.")
+        4.7, gt=0, description="Size of one expert's weights in one layer (MB) that grouped GEMMs read at half the "
+        "dense bandwidth: routed experts are read at s/(s + expert_half_mb) of it (planner/moe.py). A shared fitted "
+        "constant of the step-cost cross-validation (stepcost.SHARED_KEYS): with each baseline source held out in "
+        "turn the fit picks 1.0-4.7 MB, never the former 9.4 (issue 18's 0.5 efficiency for Qwen3-30B-A3B); 4.7, "
+        "the largest held-out pick, ships (Qwen3-30B-A3B's 9.4 MB experts at 0.67 of the dense bandwidth). "
+        "bench/stepcost_bench.py prints the picks; docs/performance-model.md.")
     routing_locality: float = Field(
         0.25, ge=0, lt=1, description="Share of a position's routed experts the previous position of the same "
         "sequence already chose (planner/moe.py; 0: independent routing, an upper bound on experts verified). "
@@ -225,13 +228,16 @@ def kv_element_bytes(model: ModelSpec, kv_dtype: str) -> float:
 
 
 def recurrent_state_bytes(model: ModelSpec) -> float:
-    """Bytes of one sequence's recurrent state over a hybrid model's linear/Mamba layers (constant in length)."""
-    return model.linear_layers * model.state_bytes_per_layer
+    """Bytes of one sequence's recurrent state over a hybrid model's linear/Mamba layers (constant in length): the
+    sequential hybrid's linear layers and the parallel hybrid's attention + SSM layers (Falcon-H1), which keep it
+    beside their KV."""
+    return model.recurrent_layers * model.state_bytes_per_layer
 
 
 def kv_bytes_per_seq(model: ModelSpec, kv_dtype: str, tokens: float) -> float:
     """Bytes of KV cache one sequence of `tokens` tokens holds (whole model, before TP): per-token K/V of the
-    attention layers, plus a hybrid model's recurrent state, which does not grow with the tokens."""
+    attention layers, plus a hybrid model's recurrent state, which does not grow with the tokens. A parallel
+    hybrid's layers (parallel_ssm_layers) attend, so they count among the attention layers and hold state too."""
     per_layer = (model.kv_lora_rank + (model.kv_rope_dim or 0)) if model.kv_lora_rank else \
         2 * model.kv_heads * model.head_dim
     elem = kv_element_bytes(model, kv_dtype)
@@ -317,13 +323,14 @@ def allreduce_ms(setup: Setup, n_tokens: int) -> float:
     """Tensor-parallel all-reduces of one forward: two per layer (after attention and after the MLP), each a fixed
     latency plus a ring all-reduce of the n tokens' 16-bit hidden states, of which each GPU sends and receives
     2·(tp−1)/tp over its link (moe_link_gbs): negligible for a decode step, tens of ms for a TP prefill of thousands
-    of tokens."""
+    of tokens. A parallel hybrid's layer reduces its Mamba mixer's output separately from attention's (vLLM
+    falcon_h1.py: the mixer's out_proj and attention's o_proj are each a RowParallelLinear): three per layer."""
     if setup.tp <= 1:
         return 0.0
     m, p, link = setup.model, setup.profile, setup.profile.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
     latency = p.allreduce_ms_per_layer.get(setup.gpu.interconnect, 0.05)
     volume = n_tokens * m.hidden * 2 * 2 * (setup.tp - 1) / setup.tp
-    return 2 * m.layers * (latency + (volume / (link * 1e9) * 1000 if link else 0.0))
+    return (2 * m.layers + m.parallel_ssm_layers) * (latency + (volume / (link * 1e9) * 1000 if link else 0.0))
 
 
 def moe_ms(setup: Setup, n_tokens: int) -> float:
@@ -372,7 +379,7 @@ def head_params(target: ModelSpec, method: str) -> float:
 def _head_setup(setup: Setup, params: float) -> Setup:
     t = setup.model
     head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
-                                "linear_layers": 0, "state_bytes_per_layer": 0,
+                                "linear_layers": 0, "state_bytes_per_layer": 0, "parallel_ssm_layers": 0,
                                 "experts_per_token": None, "sliding_layers": 0, "weight_bits": 16})
     return Setup(head, setup.gpu, setup.tp, setup.profile)
 
@@ -461,7 +468,8 @@ def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, k
             draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp)
         else:
             draft_gib = draft.params_b * 1e9 * 2 / GIB
-            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0, "linear_layers": 0})
+            one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0, "linear_layers": 0,
+                                            "parallel_ssm_layers": 0})
             draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp)
     kv = (kv_bytes_per_seq(m, kv_dtype, seq_tokens) + spec_tokens * recurrent_state_bytes(m)) * \
         kv_replication(m, setup.tp) + draft_kv

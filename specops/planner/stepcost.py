@@ -167,6 +167,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "compute_efficiency": (0.35, 0.45, 0.55, 0.65, 0.75, 0.85),
     "prefill_compute_efficiency": (0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95),
     "prefill_overhead_ms": (0.0, 2.0, 5.0, 10.0, 20.0, 40.0),
+    "expert_half_mb": (1.0, 2.0, 3.0, 4.7, 6.5, 9.4, 14.0),
     "moe_layer_overhead_ms": (0.0, 0.02, 0.04, 0.06, 0.08, 0.12, 0.16),
     # the TP all-reduce latency per interconnect, scaled together (x 1/4 ... 2 of the shipped values)
     "allreduce_ms_per_layer": tuple({k: v * f for k, v in ENGINE_PROFILES["vllm"].allreduce_ms_per_layer.items()}
@@ -245,7 +246,10 @@ class StepFit:
 CLASS_KEYS = ("step_overhead_ms", "prefill_overhead_ms")
 """Fitted per engine class: the fixed cost of one forward (scheduler, launch, sampler) - what differs between
 engines. The efficiencies are physics of the GPU and kernels, fitted once over every class's rows."""
-SHARED_KEYS = ("prefill_compute_efficiency", "allreduce_ms_per_layer")
+SHARED_KEYS = ("expert_half_mb", "prefill_compute_efficiency", "allreduce_ms_per_layer")
+"""Fitted once over every class's graph-captured rows. expert_half_mb (how efficiently grouped GEMMs read small
+experts) joined in issue 37's third round: before, it was fixed at the 9.4 MB fitted on moe_baselines_2026-12.csv
+and the held-out SGLang rows (Qwen3-30B-A3B at TP2/TP4, gpt-oss-20b) could not move it."""
 
 
 def fit_engine_profiles(rows: Sequence[StepRow]) -> StepFit:

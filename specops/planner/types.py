@@ -91,6 +91,10 @@ class ModelSpec(_Strict):
     state_bytes_per_layer: float = Field(0, ge=0, description="Hybrid models: bytes of one sequence's recurrent "
                                          "state in one such layer (e.g. GDN: value heads × key dim × value dim × 4 "
                                          "bytes fp32 + the conv state).")
+    parallel_ssm_layers: int = Field(0, ge=0, description="Parallel hybrids (Falcon-H1): layers whose block runs a "
+                                     "recurrent (Mamba) mixer beside attention and sums the two outputs. Such a layer "
+                                     "keeps its per-token KV (it is not one of linear_layers) and also a recurrent "
+                                     "state of state_bytes_per_layer; params_b counts both mixers' weights.")
     architecture: Literal["dense", "moe", "hybrid", "sliding_window"] | None = Field(
         None, description="For the known-bug rows: hybrid = Mamba/GDN/linear-attention layers. Unset: derived from "
         "the experts / sliding-window facts (dense otherwise); a generic --params-b estimate stays unknown.")
@@ -110,6 +114,23 @@ class ModelSpec(_Strict):
     def is_moe(self) -> bool:
         return bool(self.experts and self.experts_per_token and self.active_params_b)
 
+    @property
+    def recurrent_layers(self) -> int:
+        """Layers that hold a recurrent state: the sequential hybrid's linear layers and the parallel hybrid's
+        attention + SSM layers."""
+        return self.linear_layers + self.parallel_ssm_layers
+
+    @model_validator(mode="after")
+    def _hybrid_layers(self) -> ModelSpec:
+        if self.linear_layers + self.parallel_ssm_layers > self.layers:
+            raise ValueError(f"linear_layers ({self.linear_layers}) + parallel_ssm_layers ({self.parallel_ssm_layers}) "
+                             f"exceed layers ({self.layers}). To fix: count each decoder layer once - linear_layers "
+                             "for layers with only a recurrent mixer, parallel_ssm_layers for attention + SSM side by side")
+        if self.parallel_ssm_layers and not self.state_bytes_per_layer:
+            raise ValueError("parallel_ssm_layers is set but state_bytes_per_layer is 0. To fix: give the bytes of "
+                             "one sequence's recurrent state in one layer (conv + SSM state, as vLLM sizes it)")
+        return self
+
     def kind(self) -> str | None:
         """The architecture the known-bug rows test: stated, else from the catalog facts (None for an
         estimate from sizes only: its layers are unknown)."""
@@ -117,6 +138,8 @@ class ModelSpec(_Strict):
             return self.architecture
         if self.source.startswith("estimated from"):
             return None
+        if self.recurrent_layers:  # Mamba/GDN layers, sequential or beside attention: the hybrid rows apply
+            return "hybrid"
         return "sliding_window" if self.sliding_layers else "moe" if self.is_moe else "dense"
 
 
