@@ -54,8 +54,20 @@ def predict(row: dict) -> tuple[float, str]:
         return at_batch(req) if req.qps is None else at_rate(req, at_batch)
 
     slo = CapacityRequest(gpus_available=int(row["gpus"]), qps=1.0, tpot_slo_ms=float(row["tpot_ms"]))
-    cap, why, _ = replica_capacity(plan_at, base, slo)
-    return cap / int(row["gpus"]), why
+    # the layouts `recommend --gpus-available` tries for a replica of this many GPUs (planner/capacity.py _layouts):
+    # tensor parallel, and for a mixture of experts data-parallel attention with expert parallelism; the best wins
+    from specops.planner.capacity import _layouts
+    from specops.planner.catalog import load_catalogs
+
+    model = load_catalogs().model(base.model, params_b=base.params_b, quantization=base.quantization,
+                                  active_params_b=base.active_params_b)
+    gpus = int(row["gpus"])
+    best = (0.0, "none fits", "")
+    for g, dp in _layouts(model, gpus - 1, gpus):
+        req = base.model_copy(update={"data_parallel_size": dp, "expert_parallel": bool(model.is_moe and g > 1)})
+        cap, why, _ = replica_capacity(plan_at, req, slo)
+        best = max(best, (cap, why, "DP" if dp > 1 else "TP"))
+    return best[0] / gpus, f"{best[1]} ({best[2]})"
 
 
 def main() -> None:

@@ -66,6 +66,8 @@ class CapacityRow(Strict):
     tensor_parallel_size: int = Field(description="--tensor-parallel-size.")
     pipeline_parallel_size: int = Field(description="--pipeline-parallel-size (nodes of 8 GPUs).")
     expert_parallel: bool = Field(description="Experts split over the replica's GPUs (--enable-expert-parallel).")
+    data_parallel_size: int = Field(1, description="Attention data-parallel ranks (--data-parallel-size; MoE: each "
+                                    "rank caches only its own sequences, the experts expert parallel over the ranks).")
     method: str = Field(description="Speculative method (none: no speculation).")
     draft: str | None = Field(None, description="The draft (hub id), for draft-based methods.")
     capacity_rps: float = Field(description="Highest request rate one replica serves within the SLO (req/s; 0: "
@@ -205,21 +207,24 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     return cap, why, plans[best]
 
 
-def _layouts(model, above: int, upto: int) -> list[int]:
-    from specops.planner.layout import gpu_counts
+def _layouts(model, above: int, upto: int) -> list[tuple[int, int]]:
+    """(GPUs, data-parallel ranks) of every replica layout: tensor parallel (1 rank), and for a mixture of experts
+    attention data parallel with the experts expert parallel over one node's GPUs (planner/layout.py)."""
+    from specops.planner.layout import data_parallel_counts, gpu_counts
 
-    return [g for g in gpu_counts(model, limit=64) if above < g <= upto]
+    return [(g, 1) for g in gpu_counts(model, limit=64) if above < g <= upto] + \
+        [(g, g) for g in data_parallel_counts(model) if above < g <= upto]
 
 
 def _row(g: int, model, method: str, draft: str | None, cap: float, why: str, slo: CapacityRequest,
-         note: str = "") -> CapacityRow:
+         note: str = "", dp: int = 1) -> CapacityRow:
     from specops.planner.layout import layout
 
-    tp, pp = layout(g)
+    tp, pp = layout(g) if dp == 1 else (1, 1)
     replicas = math.ceil(slo.qps / cap - 1e-9) if cap > 0 else None
     total = replicas * g if replicas else None
     return CapacityRow(gpus_per_replica=g, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                       expert_parallel=bool(model.is_moe and g > 1), method=method, draft=draft,
+                       expert_parallel=bool(model.is_moe and g > 1), data_parallel_size=dp, method=method, draft=draft,
                        capacity_rps=round(cap, 3), limited_by=why, replicas=replicas, gpus_total=total,
                        fits_pool=total is not None and total <= slo.gpus_available,
                        headroom=round(replicas * cap / slo.qps - 1, 3) if replicas else None, note=note)
@@ -234,15 +239,16 @@ def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model,
     """Every layout of more than ``above`` and at most ``upto`` (the pool) GPUs × (no speculation, recommend's
     light-load pick) with one replica's capacity."""
     out: list[tuple[CapacityRow, Plan | None]] = []
-    for g in _layouts(model, above, slo.gpus_available if upto is None else upto):
-        at_g = base.model_copy(update={"gpus": g, "tpot_ms": slo.tpot_slo_ms, "batch_size": 1, "qps": None})
+    for g, dp in _layouts(model, above, slo.gpus_available if upto is None else upto):
+        at_g = base.model_copy(update={"gpus": g, "data_parallel_size": dp, "expert_parallel": bool(model.is_moe and g > 1),
+                                       "tpot_ms": slo.tpot_slo_ms, "batch_size": 1, "qps": None})
         try:
             light = plan_at(at_g)
         except SpecopsError as exc:  # the weights do not fit, a TP the model refuses, ...
             from specops.errors import FitError
 
             out.append((_row(g, model, "none", None, 0.0, "memory" if isinstance(exc, FitError) else "error", slo,
-                             note=exc.one_line()), None))
+                             note=exc.one_line(), dp=dp), None))
             continue
         configs = [("none", None)]
         if light.method != "none":
@@ -252,7 +258,7 @@ def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model,
             cap, why, plan = replica_capacity(plan_at, pinned, slo)
             note = (f"at {cap:.3g} req/s: batch {plan.predicted.effective_batch}, TPOT {plan.predicted.tpot_ms:.1f} ms "
                     f"before the prefills' share, TTFT {plan.predicted.ttft_ms:.0f} ms" if plan and cap > 0 else "")
-            out.append((_row(g, model, method, draft, cap, why, slo, note=note), plan))
+            out.append((_row(g, model, method, draft, cap, why, slo, note=note, dp=dp), plan))
     return out
 
 
@@ -303,12 +309,14 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
         raise _refusal(rows + more, slo, base, model)
     chosen = fits[0]
     per = slo.qps / (chosen.replicas or 1)
-    pinned = base.model_copy(update={"gpus": chosen.gpus_per_replica, "tpot_ms": slo.tpot_slo_ms, "qps": per,
+    pinned = base.model_copy(update={"gpus": chosen.gpus_per_replica, "data_parallel_size": chosen.data_parallel_size,
+                                     "expert_parallel": chosen.expert_parallel, "tpot_ms": slo.tpot_slo_ms, "qps": per,
                                      "batch_size": 1, "method": chosen.method, "draft": chosen.draft,
                                      "num_speculative_tokens": None})
     plan = plan_at(pinned)
     meets, fails = _verdict(plan, slo)
-    same = [r for r in rows if r.gpus_per_replica == chosen.gpus_per_replica]
+    same = [r for r in rows if (r.gpus_per_replica, r.data_parallel_size) ==
+            (chosen.gpus_per_replica, chosen.data_parallel_size)]
     none_row = next(r for r in same if r.method == "none")
     spec_row = next((r for r in same if r.method != "none"), None)
     gain = (round(spec_row.capacity_rps / none_row.capacity_rps, 3)
@@ -337,8 +345,12 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
         notes.append(f"warning: `recommend --qps {per:.3g}` on the chosen layout misses the SLO ({fails}) although the "
                      "batch search put the capacity above that rate: treat the headroom as unproven")
     if model.is_moe:
-        notes.append("MoE: experts expert-parallel over each replica's GPUs (--enable-expert-parallel); the step-cost "
-                     "model prices the token exchange over those ranks as it does under TP")
+        notes.append("MoE: experts expert-parallel over each replica's GPUs (--enable-expert-parallel, rendered in the "
+                     "launch); the step-cost model prices the token exchange over those ranks as it does under TP")
+    if chosen.data_parallel_size > 1:
+        notes.append(f"data-parallel attention: {chosen.data_parallel_size} ranks of TP 1 (--data-parallel-size), each "
+                     "caching only its own sequences' KV and holding the dense weights whole; the rate and TTFT are "
+                     "the replica's, its prefills spread over the ranks (one request's own prefill runs on one rank)")
     if low is not None:
         notes.append("capacity range: the TPOT SLO tightened/relaxed by the speedup's 80% range (speedup/low, "
                      "speedup/high) at batch 1, applied at every rate")
