@@ -5,7 +5,9 @@ stated layout sustained at a stated TPOT (a mean TPOT printed by `vllm bench ser
 concurrency, or an interactivity of X tok/s/user = 1000/X ms), with or without speculation. The prediction is what
 `recommend --gpus-available` computes for one replica of that layout (planner/capacity.py ``replica_capacity``:
 the highest rate whose plan meets TPOT ≤ the row's TPOT, prefill and decode sharing the GPU), pinned to the row's
-method and engine profile, divided by the GPUs. Nothing is fitted on these rows (the shipped step-cost model and
+method and engine profile, at most the row's concurrency in flight (the benchmark's --max-concurrency: a client cap,
+not the server's), the best of the layouts the search tries for that many GPUs (tensor parallel; for a mixture of
+experts also data-parallel attention with expert parallelism), divided by the GPUs. Nothing is fitted on these rows (the shipped step-cost model and
 priors), so the figure is out-of-sample as it stands; no leave-one-source-out is needed.
 
 Prints one line per row, per source, speculation's own gain where a source gives both at one TPOT
@@ -65,7 +67,8 @@ def predict(row: dict) -> tuple[float, str]:
     best = (0.0, "none fits", "")
     for g, dp in _layouts(model, gpus - 1, gpus):
         req = base.model_copy(update={"data_parallel_size": dp, "expert_parallel": bool(model.is_moe and g > 1)})
-        cap, why, _ = replica_capacity(plan_at, req, slo)
+        cap, why, _ = replica_capacity(plan_at, req, slo,
+                                       max_batch=int(row["concurrency"]) if row["concurrency"] else None)
         best = max(best, (cap, why, "DP" if dp > 1 else "TP"))
     return best[0] / gpus, f"{best[1]} ({best[2]})"
 

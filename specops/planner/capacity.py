@@ -166,7 +166,7 @@ def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, s
 
 
 def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, *,
-                     tpot_scale: float = 1.0) -> tuple[float, str, Plan | None]:
+                     tpot_scale: float = 1.0, max_batch: int | None = None) -> tuple[float, str, Plan | None]:
     """(highest rate one replica of ``base`` serves within ``slo``, what limits it, the plan at the batch it runs).
 
     The plan at a batch does not depend on the rate, so the search is over batches: for each batch N (a geometric
@@ -174,7 +174,8 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     (:func:`_rate_at_batch`); the capacity is the best of them. That is the rate at which `recommend --qps`'s
     smallest keeping-up batch (planner/load.py ``at_rate``) still meets the SLO, since TPOT grows with the batch.
     ``tpot_scale`` > 1 asks the prediction for a TPOT that many times lower (a speedup at the low end of its
-    range makes the real TPOT that much higher)."""
+    range makes the real TPOT that much higher). ``max_batch``: the most requests in flight (a client's
+    concurrency cap, as a benchmark's ``--max-concurrency``); None: the batch that fits."""
     plans: dict[int, Plan] = {}
     rates: dict[int, tuple[float, str]] = {}
 
@@ -186,6 +187,8 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
 
     rate(1)
     fit = max(1, plans[1].memory.max_batch_that_fits)
+    capped = max_batch is not None and max_batch < fit
+    fit = min(fit, max_batch) if max_batch is not None else fit
     grid, n = [], 1
     while n < fit:
         grid.append(n)
@@ -203,7 +206,7 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     best = max(range(lo, hi + 1), key=lambda k: (rate(k), -k))
     cap, why = rates[best]
     if cap > 0 and best == fit and why == "queue":
-        why = "memory"  # the batch that fits cannot keep up with more
+        why = "concurrency" if capped else "memory"  # the batch allowed cannot keep up with more
     return cap, why, plans[best]
 
 
