@@ -7,8 +7,9 @@ The pipeline (inputs → candidates → cost table → choose), every step reusi
   enumerator: a TP size that divides the attention heads inside a node, whole nodes of 8 with pipeline stages
   over it), up to the pool; a mixture-of-experts model runs its experts expert-parallel over the same ranks
   (``--enable-expert-parallel``; the step-cost model prices the token exchange over those ranks either way,
-  planner/moe.py ``all_to_all_ms``). More replicas of one layout are vLLM replicas (or ``--data-parallel-size``
-  ranks in one server: the model does not tell them apart). Per layout two configurations: no speculation, and
+  planner/moe.py ``all_to_all_ms``), and also gets data-parallel-attention layouts (``--data-parallel-size n
+  --enable-expert-parallel``, TP 1 a rank: one copy of each sequence's KV, the dense weights on every rank;
+  planner/perfmodel.py ``Setup.dp_attention``). More replicas of one layout are separate vLLM replicas. Per layout two configurations: no speculation, and
   the method and draft `recommend` picks for that layout at a light load.
 - cost: one replica's capacity is the highest request rate whose plan (``recommend --qps``: Little's law over
   the step-cost model with prefill and decode sharing the GPU, planner/load.py) converges and whose loaded TPOT
@@ -134,14 +135,15 @@ def _verdict(plan: Plan, slo: CapacityRequest) -> tuple[bool, str]:
     return True, ""
 
 
-def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest) -> tuple[float, str]:
+def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest,
+                   ranks: int = 1) -> tuple[float, str]:
     """(highest rate a batch of ``n`` keeps up with within ``slo``, what binds above it), by bisection over
     planner/load.py's ``loaded`` (prefills take ρ = rate × prefill of each second; TPOT/(1 − ρ); Little's law:
     rate × latency ≤ n). Every condition only gets worse as the rate rises."""
     from specops.planner.load import loaded
 
     def fails(q: float) -> str:
-        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len)
+        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks)
         if not ld.feasible:
             return "prefill"
         if q * ld.latency_s > n:
@@ -182,7 +184,8 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     def rate(n: int) -> float:
         if n not in rates:
             plans[n] = p = plan_at(base.model_copy(update={"qps": None, "batch_size": n}))
-            rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo)
+            rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
+                                      base.data_parallel_size)
         return rates[n][0]
 
     rate(1)
@@ -341,8 +344,8 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
     notes = [
         "capacity per replica: the highest rate whose `recommend --qps` plan converges with loaded TPOT (and TTFT) "
         "within the SLO (planner/load.py: prefill and decode share each GPU)",
-        "replicas of one layout are separate vLLM replicas or --data-parallel-size ranks; the model prices them "
-        "the same (no cross-replica load imbalance, no router)",
+        "replicas of one layout are separate vLLM replicas; the model prices no load imbalance between them and "
+        "no router",
     ]
     if not meets:
         notes.append(f"warning: `recommend --qps {per:.3g}` on the chosen layout misses the SLO ({fails}) although the "
