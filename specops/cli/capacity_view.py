@@ -18,8 +18,8 @@ def print_capacity(cap) -> None:
           f"{cap.gpus_available}x {cap.gpu}, {slo}")
     rows = []
     for r in cap.rows:
-        layout = f"TP{r.tensor_parallel_size}" + (f"xPP{r.pipeline_parallel_size}" if r.pipeline_parallel_size > 1
-                                                  else "") + ("+EP" if r.expert_parallel else "")
+        layout = (f"DP{r.data_parallel_size}" if r.data_parallel_size > 1 else f"TP{r.tensor_parallel_size}") + (
+            f"xPP{r.pipeline_parallel_size}" if r.pipeline_parallel_size > 1 else "") + ("+EP" if r.expert_parallel else "")
         rows.append([str(r.gpus_per_replica), layout, _what(r), f"{r.capacity_rps:.2f}", r.limited_by,
                      str(r.replicas or "-"), str(r.gpus_total or "-"),
                      "-" if r.headroom is None else f"{r.headroom:+.0%}",
@@ -35,7 +35,8 @@ def print_capacity(cap) -> None:
     c, p = cap.chosen, cap.plan
     spec = "no speculation" if c.method == "none" else f"{c.method} γ={p.num_speculative_tokens}" + (
         f" (draft {c.draft})" if c.draft else "")
-    _line(out, f"chosen: {c.replicas} replicas × {c.gpus_per_replica} GPUs (TP {c.tensor_parallel_size}"
+    _line(out, f"chosen: {c.replicas} replicas × {c.gpus_per_replica} GPUs ("
+          + (f"DP {c.data_parallel_size} attention" if c.data_parallel_size > 1 else f"TP {c.tensor_parallel_size}")
           + (f", PP {c.pipeline_parallel_size}" if c.pipeline_parallel_size > 1 else "")
           + (", expert parallel" if c.expert_parallel else "") + f") = {c.gpus_total} of {cap.gpus_available} GPUs, "
           f"{spec}; {c.capacity_rps:.2f} req/s a replica, headroom {c.headroom:+.0%} at {cap.qps:g} req/s")
@@ -63,9 +64,6 @@ def print_capacity(cap) -> None:
     import shlex
 
     _line(out, "launch (each replica): " + shlex.join(p.vllm.argv))
-    if c.expert_parallel:
-        _line(out, "(MoE: add --enable-expert-parallel to split the experts over the replica's GPUs instead of "
-              "sharding each; the model prices the token exchange the same either way)", indent=2)
 
 
 def run_capacity(values: dict, gpus_available, tpot_slo, ttft_slo, keda: bool, fmt: str, name, sweep,

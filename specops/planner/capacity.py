@@ -7,8 +7,9 @@ The pipeline (inputs → candidates → cost table → choose), every step reusi
   enumerator: a TP size that divides the attention heads inside a node, whole nodes of 8 with pipeline stages
   over it), up to the pool; a mixture-of-experts model runs its experts expert-parallel over the same ranks
   (``--enable-expert-parallel``; the step-cost model prices the token exchange over those ranks either way,
-  planner/moe.py ``all_to_all_ms``). More replicas of one layout are vLLM replicas (or ``--data-parallel-size``
-  ranks in one server: the model does not tell them apart). Per layout two configurations: no speculation, and
+  planner/moe.py ``all_to_all_ms``), and also gets data-parallel-attention layouts (``--data-parallel-size n
+  --enable-expert-parallel``, TP 1 a rank: one copy of each sequence's KV, the dense weights on every rank;
+  planner/perfmodel.py ``Setup.dp_attention``). More replicas of one layout are separate vLLM replicas. Per layout two configurations: no speculation, and
   the method and draft `recommend` picks for that layout at a light load.
 - cost: one replica's capacity is the highest request rate whose plan (``recommend --qps``: Little's law over
   the step-cost model with prefill and decode sharing the GPU, planner/load.py) converges and whose loaded TPOT
@@ -66,6 +67,8 @@ class CapacityRow(Strict):
     tensor_parallel_size: int = Field(description="--tensor-parallel-size.")
     pipeline_parallel_size: int = Field(description="--pipeline-parallel-size (nodes of 8 GPUs).")
     expert_parallel: bool = Field(description="Experts split over the replica's GPUs (--enable-expert-parallel).")
+    data_parallel_size: int = Field(1, description="Attention data-parallel ranks (--data-parallel-size; MoE: each "
+                                    "rank caches only its own sequences, the experts expert parallel over the ranks).")
     method: str = Field(description="Speculative method (none: no speculation).")
     draft: str | None = Field(None, description="The draft (hub id), for draft-based methods.")
     capacity_rps: float = Field(description="Highest request rate one replica serves within the SLO (req/s; 0: "
@@ -132,14 +135,15 @@ def _verdict(plan: Plan, slo: CapacityRequest) -> tuple[bool, str]:
     return True, ""
 
 
-def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest) -> tuple[float, str]:
+def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest,
+                   ranks: int = 1) -> tuple[float, str]:
     """(highest rate a batch of ``n`` keeps up with within ``slo``, what binds above it), by bisection over
     planner/load.py's ``loaded`` (prefills take ρ = rate × prefill of each second; TPOT/(1 − ρ); Little's law:
     rate × latency ≤ n). Every condition only gets worse as the rate rises."""
     from specops.planner.load import loaded
 
     def fails(q: float) -> str:
-        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len)
+        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks)
         if not ld.feasible:
             return "prefill"
         if q * ld.latency_s > n:
@@ -164,7 +168,7 @@ def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, s
 
 
 def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, *,
-                     tpot_scale: float = 1.0) -> tuple[float, str, Plan | None]:
+                     tpot_scale: float = 1.0, max_batch: int | None = None) -> tuple[float, str, Plan | None]:
     """(highest rate one replica of ``base`` serves within ``slo``, what limits it, the plan at the batch it runs).
 
     The plan at a batch does not depend on the rate, so the search is over batches: for each batch N (a geometric
@@ -172,18 +176,22 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     (:func:`_rate_at_batch`); the capacity is the best of them. That is the rate at which `recommend --qps`'s
     smallest keeping-up batch (planner/load.py ``at_rate``) still meets the SLO, since TPOT grows with the batch.
     ``tpot_scale`` > 1 asks the prediction for a TPOT that many times lower (a speedup at the low end of its
-    range makes the real TPOT that much higher)."""
+    range makes the real TPOT that much higher). ``max_batch``: the most requests in flight (a client's
+    concurrency cap, as a benchmark's ``--max-concurrency``); None: the batch that fits."""
     plans: dict[int, Plan] = {}
     rates: dict[int, tuple[float, str]] = {}
 
     def rate(n: int) -> float:
         if n not in rates:
             plans[n] = p = plan_at(base.model_copy(update={"qps": None, "batch_size": n}))
-            rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo)
+            rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
+                                      base.data_parallel_size)
         return rates[n][0]
 
     rate(1)
     fit = max(1, plans[1].memory.max_batch_that_fits)
+    capped = max_batch is not None and max_batch < fit
+    fit = min(fit, max_batch) if max_batch is not None else fit
     grid, n = [], 1
     while n < fit:
         grid.append(n)
@@ -201,25 +209,28 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     best = max(range(lo, hi + 1), key=lambda k: (rate(k), -k))
     cap, why = rates[best]
     if cap > 0 and best == fit and why == "queue":
-        why = "memory"  # the batch that fits cannot keep up with more
+        why = "concurrency" if capped else "memory"  # the batch allowed cannot keep up with more
     return cap, why, plans[best]
 
 
-def _layouts(model, above: int, upto: int) -> list[int]:
-    from specops.planner.layout import gpu_counts
+def _layouts(model, above: int, upto: int) -> list[tuple[int, int]]:
+    """(GPUs, data-parallel ranks) of every replica layout: tensor parallel (1 rank), and for a mixture of experts
+    attention data parallel with the experts expert parallel over one node's GPUs (planner/layout.py)."""
+    from specops.planner.layout import data_parallel_counts, gpu_counts
 
-    return [g for g in gpu_counts(model, limit=64) if above < g <= upto]
+    return [(g, 1) for g in gpu_counts(model, limit=64) if above < g <= upto] + \
+        [(g, g) for g in data_parallel_counts(model) if above < g <= upto]
 
 
 def _row(g: int, model, method: str, draft: str | None, cap: float, why: str, slo: CapacityRequest,
-         note: str = "") -> CapacityRow:
+         note: str = "", dp: int = 1) -> CapacityRow:
     from specops.planner.layout import layout
 
-    tp, pp = layout(g)
+    tp, pp = layout(g) if dp == 1 else (1, 1)
     replicas = math.ceil(slo.qps / cap - 1e-9) if cap > 0 else None
     total = replicas * g if replicas else None
     return CapacityRow(gpus_per_replica=g, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                       expert_parallel=bool(model.is_moe and g > 1), method=method, draft=draft,
+                       expert_parallel=bool(model.is_moe and g > 1), data_parallel_size=dp, method=method, draft=draft,
                        capacity_rps=round(cap, 3), limited_by=why, replicas=replicas, gpus_total=total,
                        fits_pool=total is not None and total <= slo.gpus_available,
                        headroom=round(replicas * cap / slo.qps - 1, 3) if replicas else None, note=note)
@@ -234,15 +245,16 @@ def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model,
     """Every layout of more than ``above`` and at most ``upto`` (the pool) GPUs × (no speculation, recommend's
     light-load pick) with one replica's capacity."""
     out: list[tuple[CapacityRow, Plan | None]] = []
-    for g in _layouts(model, above, slo.gpus_available if upto is None else upto):
-        at_g = base.model_copy(update={"gpus": g, "tpot_ms": slo.tpot_slo_ms, "batch_size": 1, "qps": None})
+    for g, dp in _layouts(model, above, slo.gpus_available if upto is None else upto):
+        at_g = base.model_copy(update={"gpus": g, "data_parallel_size": dp, "expert_parallel": bool(model.is_moe and g > 1),
+                                       "tpot_ms": slo.tpot_slo_ms, "batch_size": 1, "qps": None})
         try:
             light = plan_at(at_g)
         except SpecopsError as exc:  # the weights do not fit, a TP the model refuses, ...
             from specops.errors import FitError
 
             out.append((_row(g, model, "none", None, 0.0, "memory" if isinstance(exc, FitError) else "error", slo,
-                             note=exc.one_line()), None))
+                             note=exc.one_line(), dp=dp), None))
             continue
         configs = [("none", None)]
         if light.method != "none":
@@ -252,7 +264,7 @@ def search(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest, model,
             cap, why, plan = replica_capacity(plan_at, pinned, slo)
             note = (f"at {cap:.3g} req/s: batch {plan.predicted.effective_batch}, TPOT {plan.predicted.tpot_ms:.1f} ms "
                     f"before the prefills' share, TTFT {plan.predicted.ttft_ms:.0f} ms" if plan and cap > 0 else "")
-            out.append((_row(g, model, method, draft, cap, why, slo, note=note), plan))
+            out.append((_row(g, model, method, draft, cap, why, slo, note=note, dp=dp), plan))
     return out
 
 
@@ -303,12 +315,14 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
         raise _refusal(rows + more, slo, base, model)
     chosen = fits[0]
     per = slo.qps / (chosen.replicas or 1)
-    pinned = base.model_copy(update={"gpus": chosen.gpus_per_replica, "tpot_ms": slo.tpot_slo_ms, "qps": per,
+    pinned = base.model_copy(update={"gpus": chosen.gpus_per_replica, "data_parallel_size": chosen.data_parallel_size,
+                                     "expert_parallel": chosen.expert_parallel, "tpot_ms": slo.tpot_slo_ms, "qps": per,
                                      "batch_size": 1, "method": chosen.method, "draft": chosen.draft,
                                      "num_speculative_tokens": None})
     plan = plan_at(pinned)
     meets, fails = _verdict(plan, slo)
-    same = [r for r in rows if r.gpus_per_replica == chosen.gpus_per_replica]
+    same = [r for r in rows if (r.gpus_per_replica, r.data_parallel_size) ==
+            (chosen.gpus_per_replica, chosen.data_parallel_size)]
     none_row = next(r for r in same if r.method == "none")
     spec_row = next((r for r in same if r.method != "none"), None)
     gain = (round(spec_row.capacity_rps / none_row.capacity_rps, 3)
@@ -330,15 +344,19 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
     notes = [
         "capacity per replica: the highest rate whose `recommend --qps` plan converges with loaded TPOT (and TTFT) "
         "within the SLO (planner/load.py: prefill and decode share each GPU)",
-        "replicas of one layout are separate vLLM replicas or --data-parallel-size ranks; the model prices them "
-        "the same (no cross-replica load imbalance, no router)",
+        "replicas of one layout are separate vLLM replicas; the model prices no load imbalance between them and "
+        "no router",
     ]
     if not meets:
         notes.append(f"warning: `recommend --qps {per:.3g}` on the chosen layout misses the SLO ({fails}) although the "
                      "batch search put the capacity above that rate: treat the headroom as unproven")
     if model.is_moe:
-        notes.append("MoE: experts expert-parallel over each replica's GPUs (--enable-expert-parallel); the step-cost "
-                     "model prices the token exchange over those ranks as it does under TP")
+        notes.append("MoE: experts expert-parallel over each replica's GPUs (--enable-expert-parallel, rendered in the "
+                     "launch); the step-cost model prices the token exchange over those ranks as it does under TP")
+    if chosen.data_parallel_size > 1:
+        notes.append(f"data-parallel attention: {chosen.data_parallel_size} ranks of TP 1 (--data-parallel-size), each "
+                     "caching only its own sequences' KV and holding the dense weights whole; the rate and TTFT are "
+                     "the replica's, its prefills spread over the ranks (one request's own prefill runs on one rank)")
     if low is not None:
         notes.append("capacity range: the TPOT SLO tightened/relaxed by the speedup's 80% range (speedup/low, "
                      "speedup/high) at batch 1, applied at every rate")

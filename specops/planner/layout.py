@@ -42,6 +42,31 @@ def describe(gpus: int) -> str:
     return f"{gpus}" if pp == 1 else f"{gpus} ({pp} nodes × {tp} GPUs, pipeline parallel)"
 
 
+def data_parallel_counts(model: ModelSpec) -> list[int]:
+    """GPU counts a replica of a mixture-of-experts ``model`` can run with attention data parallel and the experts
+    expert parallel (vLLM 0.33 ``--data-parallel-size N --enable-expert-parallel``: "MoE layers will be sharded
+    according to the product of the tensor ... and data parallel sizes", vllm/config/parallel.py): 2..8 ranks of
+    one node whose count divides the routed experts. Dense models: none (more replicas serve them)."""
+    if not model.is_moe:
+        return []
+    return [g for g in range(2, GPUS_PER_NODE + 1) if model.experts % g == 0]
+
+
+def check_data_parallel(model: ModelSpec, request) -> None:
+    """A data-parallel request (``data_parallel_size`` > 1) is one the layouts above allow."""
+    from specops.errors import InputError
+
+    dp = request.data_parallel_size
+    if dp != request.gpus:
+        raise InputError(f"data parallel size {dp} with {request.gpus} GPUs: specops prices data-parallel attention "
+                         "with one GPU a rank (TP 1)", f"use {request.gpus} data-parallel ranks, or 1")
+    if dp not in data_parallel_counts(model):
+        what = "is not a mixture of experts" if not model.is_moe else f"has {model.experts} experts"
+        raise InputError(f"{model.id} {what}: {dp} data-parallel ranks with expert parallelism do not apply",
+                         f"use data parallel 1 (tensor parallel over the GPUs), or one of "
+                         f"{data_parallel_counts(model) or 'none'}")
+
+
 def smallest_at_least(model: ModelSpec, need: int) -> int | None:
     """The smallest GPU count a replica can use that is at least ``need`` (None: over 64)."""
     return next((g for g in gpu_counts(model) if g >= need), None)

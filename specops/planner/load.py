@@ -29,11 +29,14 @@ class Loaded:
                 f"alone cannot keep up above {most:.1f} req/s; add GPUs, shorten the prompts or cache their prefixes")
 
 
-def loaded(qps: float, *, prefill_ms: float, tpot_ms: float, output_len: int) -> Loaded:
+def loaded(qps: float, *, prefill_ms: float, tpot_ms: float, output_len: int, ranks: int = 1) -> Loaded:
+    """``ranks``: data-parallel attention ranks sharing the replica's prefills (``prefill_ms`` is a prefill's share of
+    the replica's GPUs); one request's prefill runs on one rank, ``ranks`` times as long (an upper bound: only
+    its compute is split), at the same share ρ of that rank's time, so TTFT scales by ``ranks``."""
     rho = qps * prefill_ms / 1000
     if rho >= 1:
         return Loaded(rho, float("inf"), float("inf"), float("inf"), False)
-    ttft = prefill_ms * (1 + rho / (2 * (1 - rho)))
+    ttft = prefill_ms * ranks * (1 + rho / (2 * (1 - rho)))
     tpot = tpot_ms / (1 - rho)
     return Loaded(rho, ttft, tpot, (ttft + output_len * tpot) / 1000, True)
 
@@ -57,7 +60,7 @@ def at_rate(request, once):
         if n not in cache:
             plan = once(request.model_copy(update={"batch_size": n, "qps": None}))
             ld = loaded(request.qps, prefill_ms=plan.predicted.ttft_ms, tpot_ms=plan.predicted.tpot_ms,
-                        output_len=request.output_len)
+                        output_len=request.output_len, ranks=request.data_parallel_size)
             need = max(1, math.ceil(request.qps * ld.latency_s)) if ld.feasible else math.inf
             cache[n] = plan, ld, need
         return cache[n]

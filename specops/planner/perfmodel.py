@@ -187,6 +187,10 @@ class Setup:
     gpu: GPU
     tp: int
     profile: EngineProfile
+    dp_attention: bool = False
+    """Issue 44: attention data parallel over the ``tp`` GPUs, experts expert parallel over them (vLLM
+    ``--data-parallel-size tp --enable-expert-parallel``, TP 1 a rank): each rank holds the dense weights whole and
+    only its own sequences' KV (no MLA latent copies), so ``batch`` is the replica's total over its ranks."""
 
 
 @dataclass(frozen=True)
@@ -253,8 +257,11 @@ def kv_bytes_per_seq(model: ModelSpec, kv_dtype: str, tokens: float) -> float:
     return total
 
 
-def kv_replication(model: ModelSpec, tp: int) -> float:
-    """KV copies across TP ranks: MLA latents are replicated; KV heads split until there are fewer than TP."""
+def kv_replication(model: ModelSpec, tp: int, dp_attention: bool = False) -> float:
+    """KV copies across TP ranks: MLA latents are replicated; KV heads split until there are fewer than TP.
+    Data-parallel attention: one copy (each rank caches only its own sequences)."""
+    if dp_attention:
+        return 1.0
     if model.kv_lora_rank:
         return float(tp)
     return max(1.0, tp / model.kv_heads)
@@ -282,9 +289,9 @@ def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: flo
     # routed experts are read at a lower efficiency (small grouped GEMMs): counted as more bytes
     # a hybrid model's recurrent state is read once (in kv_bytes_per_seq) and written once per new token: a
     # verification keeps the state after every verified position so that a rejected draft can roll back
-    mem_bytes = dense_b + (expert_b / expert_read_efficiency(m, p.expert_half_mb) if expert_b else 0.0) + \
+    mem_bytes = dense_b * (setup.tp if setup.dp_attention else 1) + (expert_b / expert_read_efficiency(m, p.expert_half_mb) if expert_b else 0.0) + \
         batch * (kv_bytes_per_seq(m, kv_dtype, kv_len) + tokens_per_seq * recurrent_state_bytes(m)) * \
-        kv_replication(m, setup.tp)
+        kv_replication(m, setup.tp, setup.dp_attention)
     attn_layers = m.layers - m.linear_layers
     attn_len = kv_len
     if m.sliding_layers and m.sliding_window:
@@ -325,7 +332,7 @@ def allreduce_ms(setup: Setup, n_tokens: int) -> float:
     2·(tp−1)/tp over its link (moe_link_gbs): negligible for a decode step, tens of ms for a TP prefill of thousands
     of tokens. A parallel hybrid's layer reduces its Mamba mixer's output separately from attention's (vLLM
     falcon_h1.py: the mixer's out_proj and attention's o_proj are each a RowParallelLinear): three per layer."""
-    if setup.tp <= 1:
+    if setup.tp <= 1 or setup.dp_attention:  # data-parallel attention: TP 1 a rank, no all-reduce
         return 0.0
     m, p, link = setup.model, setup.profile, setup.profile.moe_link_gbs.get(setup.gpu.interconnect, 0.0)
     latency = p.allreduce_ms_per_layer.get(setup.gpu.interconnect, 0.05)
@@ -381,7 +388,7 @@ def _head_setup(setup: Setup, params: float) -> Setup:
     head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
                                 "linear_layers": 0, "state_bytes_per_layer": 0, "parallel_ssm_layers": 0,
                                 "experts_per_token": None, "sliding_layers": 0, "weight_bits": 16})
-    return Setup(head, setup.gpu, setup.tp, setup.profile)
+    return Setup(head, setup.gpu, setup.tp, setup.profile, setup.dp_attention)
 
 
 NGRAM_THREADS = 8
@@ -414,7 +421,7 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     model = draft.model
     if model is None:
         raise ValueError(f"draft {draft.id} has no architecture")
-    dsetup = Setup(model, setup.gpu, setup.tp, p)
+    dsetup = Setup(model, setup.gpu, setup.tp, p, setup.dp_attention)
     fixed = p.draft_step_overhead_ms + p.draft_lm_overhead_ms + p.draft_layer_overhead_ms * model.layers
     if draft.method == "dflash":  # one parallel block pass over γ positions
         return forward_ms(dsetup, batch=batch, tokens_per_seq=gamma, kv_len=kv_len, kv_dtype=kv_dtype,
@@ -428,7 +435,7 @@ def draft_prefill_ms(setup: Setup, draft: DraftSpec, context_len: int, kv_dtype:
     if info.drafting in ("lookup", "none") or info.family == "head" and info.drafting == "parallel":
         return 0.0  # no draft KV to fill: prompt lookup, or heads on the target's last hidden state
     if draft.model is not None:
-        return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile), context_len, kv_dtype)
+        return prefill_ms(Setup(draft.model, setup.gpu, setup.tp, setup.profile, setup.dp_attention), context_len, kv_dtype)
     head = _head_setup(setup, draft.params_b * 1e9)  # one layer over the prompt; its LM head scores the last position
     return forward_ms(head, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
                       overhead_ms=setup.profile.draft_step_overhead_ms, scored=1)
@@ -460,19 +467,21 @@ def memory_estimate(setup: Setup, draft: DraftSpec | None, *, seq_tokens: int, k
     v1/attention/backends/gdn_attn.py and v1/worker/mamba_utils.py: "1 + num_speculative_blocks")."""
     m, p = setup.model, setup.profile
     weights = m.params_b * 1e9 * bytes_per_param(m) / GIB
+    if setup.dp_attention:  # every rank holds the dense weights whole; the experts are split over the ranks
+        weights += (setup.tp - 1) * _expert_split(m)[0] * bytes_per_param(m) / GIB
     draft_gib, draft_kv = 0.0, 0.0
     dkv = draft_kv_dtype or kv_dtype
     if draft is not None and METHODS[draft.method].drafting not in ("lookup", "none"):
         if draft.model is not None:
             draft_gib = draft.model.params_b * 1e9 * bytes_per_param(draft.model) / GIB
-            draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp)
+            draft_kv = kv_bytes_per_seq(draft.model, dkv, seq_tokens) * kv_replication(draft.model, setup.tp, setup.dp_attention)
         else:
             draft_gib = draft.params_b * 1e9 * 2 / GIB
             one_layer = m.model_copy(update={"layers": 1, "sliding_layers": 0, "linear_layers": 0,
                                             "parallel_ssm_layers": 0})
-            draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp)
+            draft_kv = kv_bytes_per_seq(one_layer, dkv, seq_tokens) * kv_replication(m, setup.tp, setup.dp_attention)
     kv = (kv_bytes_per_seq(m, kv_dtype, seq_tokens) + spec_tokens * recurrent_state_bytes(m)) * \
-        kv_replication(m, setup.tp) + draft_kv
+        kv_replication(m, setup.tp, setup.dp_attention) + draft_kv
     available = setup.tp * (setup.gpu.memory_gib * p.gpu_memory_utilization - p.runtime_reserve_gib)
     return MemoryEstimate(weights, draft_gib, kv / GIB, available)
 
@@ -525,7 +534,7 @@ def evaluate(setup: Setup, draft: DraftSpec | None, prior: AcceptancePrior | Non
         tau = prior.expected_tokens(gamma)
         rate = prior.acceptance_rate(gamma)
         alpha, src = prior.alpha0, prior.source
-        spec = setup if spec_profile is None else Setup(setup.model, setup.gpu, setup.tp, spec_profile)
+        spec = setup if spec_profile is None else Setup(setup.model, setup.gpu, setup.tp, spec_profile, setup.dp_attention)
         dkv = draft_kv_dtype or kv_dtype
         verify = forward_ms(spec, batch=eff, tokens_per_seq=verify_tokens or gamma + 1, kv_len=kv_len,
                             kv_dtype=kv_dtype)

@@ -113,14 +113,19 @@ def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfil
     model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
                            active_params_b=request.active_params_b)
     released_version(request.vllm_version)
-    check_tensor_parallel(model, request.gpus)
+    if request.data_parallel_size == 1:
+        check_tensor_parallel(model, request.gpus)
+    else:  # issue 44: attention data parallel, experts expert parallel, over the replica's GPUs
+        from specops.planner.layout import check_data_parallel
+
+        check_data_parallel(model, request)
     if request.context_len > model.max_context:
         raise InputError(f"--context-len {request.context_len} is over {model.id}'s limit of {model.max_context} tokens",
                          f"use --context-len ≤ {model.max_context}")
     if request.context_len + request.output_len > model.max_context:
         raise InputError(f"context {request.context_len} + output {request.output_len} tokens is over {model.id}'s "
                          f"limit of {model.max_context}", "shorten --context-len or --output-len")
-    setup = Setup(model, gpu, request.gpus, profile)
+    setup = Setup(model, gpu, request.gpus, profile, request.data_parallel_size > 1)
     mem = memory_estimate(setup, None, seq_tokens=1, kv_dtype="auto")
     if mem.weights_gib > mem.available_gib:
         from specops.planner.layout import fit_advice

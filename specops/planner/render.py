@@ -41,6 +41,9 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
     req, model = ctx.request, ctx.model
     quant = ONLINE_QUANT.get(req.quantization or "") if model.weight_bits > 8.5 or req.quantization == "fp8" else None
     tp, pp = layout(req.gpus)
+    parallel = expert_parallel_args(req)
+    if req.data_parallel_size > 1:  # a rank is TP 1; vLLM drops a per-batch γ schedule with DP > 1 (0.33)
+        tp, schedule = 1, None
     return LaunchConfig(
         vllm_version=req.vllm_version, model=model.id, method=method,
         draft_model=draft_id if needs_draft(method) else None,
@@ -50,7 +53,21 @@ def launch_config(ctx: Context, method: str, draft_id: str | None, gamma: int | 
         max_model_len=req.context_len + req.output_len,
         quantization=quant, architecture=model.kind(),
         parallel_drafting=True if req.parallel_drafting and method == "eagle3" else None,
+        extra_args=parallel,
     )
+
+
+EXPERT_PARALLEL_FLAGS = ("--data-parallel-size", "--enable-expert-parallel")
+"""vLLM 0.33 flags (vllm/engine/arg_utils.py: --data-parallel-size/-dp, --enable-expert-parallel/-ep) a layout with
+expert parallelism renders; `to_deployment` carries them into the DeploymentSpec's engine.extra_args."""
+
+
+def expert_parallel_args(req) -> list[str]:
+    """The launch flags of a layout with expert parallelism (issue 44): data-parallel attention ranks with the
+    experts split over them, or experts split over the tensor-parallel GPUs."""
+    if req.data_parallel_size > 1:
+        return ["--data-parallel-size", str(req.data_parallel_size), "--enable-expert-parallel"]
+    return ["--enable-expert-parallel"] if req.expert_parallel else []
 
 
 def _no_range(ctx: Context, e: Evaluation) -> str:
@@ -231,6 +248,7 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
         DeploymentSpec,
         EngineBlock,
         Expectations,
+        KubernetesBlock,
         ModelRef,
         SpeculativeBlock,
     )
@@ -257,9 +275,22 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
                            tensor_parallel_size=plan.tensor_parallel_size, max_model_len=_max_model_len(plan),
                            quantization=_flag(plan.vllm.argv, "--quantization"),
                            enforce_eager="--enforce-eager" in plan.vllm.argv,
-                           extra_args=[a for a in plan.vllm.argv if a == "--no-enable-prefix-caching"]),
+                           extra_args=[a for a in plan.vllm.argv if a == "--no-enable-prefix-caching"]
+                           + _parallel_flags(plan.vllm.argv)),
+        kubernetes=KubernetesBlock(gpus_per_replica=plan.gpus if plan.gpus != plan.tensor_parallel_size else None),
         expectations=_expectations(plan, Expectations),
     )
+
+
+def _parallel_flags(argv: list[str]) -> list[str]:
+    """The expert/data-parallel flags of a rendered argv (EXPERT_PARALLEL_FLAGS, with their values)."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        if a == "--data-parallel-size":
+            out += argv[i:i + 2]
+        elif a == "--enable-expert-parallel":
+            out.append(a)
+    return out
 
 
 def _expectations(plan: Plan, cls):

@@ -200,6 +200,11 @@ class RecommendRequest(_Strict):
     quantization: Quantization | None = Field(None, description="Weight quantization: fp8, int8, awq, gptq, nvfp4.")
     gpu: str = Field(description="GPU catalog name (H100, A100-80GB, L4, cpu, ...).")
     gpus: int = Field(1, ge=1, le=64, description="GPUs (tensor parallel size).")
+    data_parallel_size: int = Field(1, ge=1, le=8, description="Attention data-parallel ranks over the GPUs (1, or "
+                                    "gpus: vLLM --data-parallel-size gpus --enable-expert-parallel, TP 1 a rank; the "
+                                    "batch is the replica's total); the capacity search sets it for MoE models.")
+    expert_parallel: bool = Field(False, description="Render --enable-expert-parallel (MoE: experts split over the "
+                                  "GPUs instead of sharded; the step cost prices the exchange the same either way).")
     tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="Target time per output token (ms).")
     task: Task = Field("chat", description="Workload task.")
     context_len: int = Field(4096, ge=1, description="Prompt/context tokens per request.")
