@@ -237,16 +237,18 @@ def room_section(held: list[Held]) -> None:
               f"(shipped median {statistics.median(h.u.width for h in items):.2f}); {above} published above the ceiling")
 
 
-def _reassess(held: list[Held], **options) -> list[Held]:
-    """The same nested folds, each fold's calibration rebuilt with ``options`` (no refit of the point model)."""
+def _reassess(held: list[Held], *, level: float = LEVEL, keep=None, **options) -> list[Held]:
+    """The same nested folds, each fold's calibration rebuilt with ``options`` (no refit of the point model) from
+    the points ``keep`` admits (default all), the ranges drawn at ``level``."""
     cals: dict[int, RangeCalibration] = {}
     out = []
     for h in held:
         cal = cals.get(id(h.calibration))
         if cal is None:
-            cal = cals[id(h.calibration)] = RangeCalibration(h.calibration.points, **options)
+            points = [p for p in h.calibration.points if keep is None or keep(p)]
+            cal = cals[id(h.calibration)] = RangeCalibration(points, **options)
         u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
-                   method=h.row.method)
+                   method=h.row.method, level=level)
         out.append(replace(h, u=u))
     return out
 
@@ -303,6 +305,15 @@ def difficulty_section(held: list[Held]) -> None:
         "shipped + scale by serving trained head on dense": {"scale_features": feats("serving", "hw", "srv_head_dense")},
         "shipped + bias and scale by batch 17+": {"center_features": feats("model", "serving", "tau_spread", "step", "big"),
                                                   "scale_features": feats("serving", "hw", "big")},
+        "bias by stratum and method (one-hot, shrunk: ridge 10), τ spread, S/τ": {
+            "center_features": _stratum_bias, "ridge": 10.0},
+        "bias by stratum and method (one-hot, shrunk: ridge 3), τ spread, S/τ": {
+            "center_features": _stratum_bias, "ridge": 3.0},
+        "shipped, sources count equally (exponent 1)": {"exponent": 1.0},
+        "shipped, exponent 0.75": {"exponent": 0.75},
+        "shipped, drawn at 82% (a finite-sample correction in sources)": {"level": 0.82},
+        "shipped, drawn at 86%": {"level": 0.86},
+        "shipped, calibrated without rows published above their ceiling": {"keep": _not_above_ceiling},
     }
     print(f"-- difficulty model variants, the same nested folds re-assessed (shipped ridge {unc.RIDGE:g}) --")
     sits = situations(held)
@@ -327,6 +338,23 @@ _FEATURES = {
     "tau_spread": lambda w: math.log(max(w.tau_high, w.tau, 1.0) / max(w.tau, 1.0)),
     "step": lambda w: math.log(max(w.speedup, 1e-3) / max(w.tau, 1.0)),
 }
+
+
+def _stratum_bias(w) -> list[float]:
+    """μ on one-hot strata (engine, family, architecture, batch, their main interactions) and methods, plus τ's
+    spread and S/τ: a bias per stratum shrunk toward the overall one by the ridge."""
+    s = w.stratum
+    hot = [s.engine == "serving", s.family == "model", s.family == "lookup", s.arch == "moe", s.arch == "hybrid",
+           s.batch == "3-16", s.batch == "17+", s.engine == "serving" and s.family == "model",
+           s.engine == "serving" and s.arch == "moe", s.family == "head" and s.arch == "moe",
+           w.method == "mtp", w.method == "eagle3", w.method == "draft_model", w.method == "suffix"]
+    return [1.0, *map(float, hot), _FEATURES["tau_spread"](w), _FEATURES["step"](w)]
+
+
+def _not_above_ceiling(p) -> bool:
+    """A calibration point whose published speedup is not above its τ ceiling (one that is: its τ is implausible
+    for what the acceptance model knows of its method)."""
+    return not (p.speedup > 0 and p.speedup * math.exp(p.log_ratio) > (p.tau_high or p.tau))
 
 
 def pool_section(held: list[Held]) -> None:
