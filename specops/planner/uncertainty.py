@@ -379,7 +379,7 @@ class Uncertainty(Strict):
     def line(self) -> str:
         near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
         ceiling = (f"τ {self.tau:.2f}" if self.tau_high <= self.tau + 5e-4 else
-                   f"τ's upper end {self.tau_high:.2f} (τ {self.tau:.2f})")
+                   f"τ's 95% bound {self.tau_high:.2f} (τ {self.tau:.2f})")
         fit = ("" if self.bias == 0 and self.scale == 1 else
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "

@@ -74,7 +74,7 @@ def test_the_ceiling_is_the_upper_end_of_taus_own_range_where_the_acceptance_mod
     u = assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.9)
     assert u.speedup_high == pytest.approx(2.9) and u.tau == 2.4 and u.tau_high == 2.9
     assert u.speedup_low == pytest.approx(1.8 / 2.4, abs=1e-3)  # the floor stays at the predicted τ
-    assert "τ's upper end 2.90 (τ 2.40)" in u.line()
+    assert "τ's 95% bound 2.90 (τ 2.40)" in u.line()
     assert assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.0).speedup_high == pytest.approx(2.4)  # never below τ
     prior = priors.lookup("eagle3", task="chat", target="meta-llama/Llama-3.1-8B-Instruct")
     lo, hi = prior.evidence.tau_range(3)
@@ -183,7 +183,7 @@ def test_the_plan_carries_the_numbers_names_the_rule_and_a_strict_bar_refuses_ev
     p = plan.predicted
     assert step.rule == "evidence" and f"P(gain) ≥ {DEFAULT_MIN_P_GAIN:.2f}" in step.input
     assert plan.method != "none" and p.p_gain >= DEFAULT_MIN_P_GAIN and p.expected_speedup > 1
-    ceiling = float(re.search(r"τ's upper end ([\d.]+)", p.evidence).group(1))  # the range's ceiling, as the line says
+    ceiling = float(re.search(r"τ's 95% bound ([\d.]+)", p.evidence).group(1))  # the range's ceiling, as the line says
     assert p.speedup_low <= p.speedup + 0.005 and p.speedup_high <= ceiling + 0.005
     assert p.mean_acceptance_length < p.acceptance.mean_acceptance_length_high < ceiling  # above τ's 80% range
     assert all(a.p_gain is None or (0 <= a.p_gain <= 1 and a.expected_speedup > 0) for a in plan.alternatives)
