@@ -393,7 +393,7 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
            level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
            method: str = "") -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
-    verification step, in ``stratum``. ``tau_high`` (default ``tau``): the upper end of τ's own range - the
+    verification step, in ``stratum``. ``tau_high`` (default ``tau``): τ's one-sided 95% bound (:func:`tau_ceiling`) - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
     the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S).
     The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture)."""
