@@ -84,7 +84,7 @@ class Residual:
     moe: bool
     tau: float = 0.0           # predicted tokens per verification step (0: not recorded)
     arch: str | None = None    # the target's ModelSpec.kind(): dense, moe, hybrid, sliding_window, None
-    tau_high: float = 0.0      # upper end of τ's own 80% range (uncertainty.tau_ceiling; 0: not recorded)
+    tau_high: float = 0.0      # τ's one-sided 95% upper bound (uncertainty.tau_ceiling; 0: not recorded)
     hardware_known: bool = True  # the row names a GPU the catalog has (else it was predicted on an A100-80GB)
 
     @property

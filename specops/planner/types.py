@@ -293,8 +293,8 @@ class Predicted(_Strict):
     speedup_low: float | None = Field(None, description="Lower end of the speedup's range (nominal range_level), "
                                       "from out-of-source errors on published rows, never below the all-rejected "
                                       "speedup (null: no speculation, or a measured model).")
-    speedup_high: float | None = Field(None, description="Upper end of that range, never above the upper end of τ's "
-                                       "own 80% range (acceptance.mean_acceptance_length_high; τ where none is stated).")
+    speedup_high: float | None = Field(None, description="Upper end of that range, never above τ's one-sided 95% upper "
+                                       "bound (above acceptance.mean_acceptance_length_high; τ where none is stated).")
     range_level: float | None = Field(None, description="Nominal coverage of [speedup_low, speedup_high] (0.8).")
     range_width: float | None = Field(None, description="speedup_high / speedup_low.")
     p_gain: float | None = Field(None, description="P(speedup > 1) from the calibrated residual distribution.")

@@ -7,13 +7,16 @@ is faked."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from specops.planner import RecommendRequest, recommend
+from specops.planner.acceptance import Z80
 from specops.planner.catalog import generic_model
 from specops.planner.perfmodel import DraftSpec, Setup, engine_profile, evaluate, head_params, memory_estimate
 from specops.planner.uncertainty import (
+    CEILING_Z,
     DEFAULT_MIN_P_GAIN,
     Judged,
     RangeCalibration,
@@ -71,11 +74,27 @@ def test_the_ceiling_is_the_upper_end_of_taus_own_range_where_the_acceptance_mod
     u = assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.9)
     assert u.speedup_high == pytest.approx(2.9) and u.tau == 2.4 and u.tau_high == 2.9
     assert u.speedup_low == pytest.approx(1.8 / 2.4, abs=1e-3)  # the floor stays at the predicted τ
-    assert "τ's upper end 2.90 (τ 2.40)" in u.line()
+    assert "τ's 95% bound 2.90 (τ 2.40)" in u.line()
     assert assess(1.8, 2.4, SERVING_HEAD, wild, tau_high=2.0).speedup_high == pytest.approx(2.4)  # never below τ
     prior = priors.lookup("eagle3", task="chat", target="meta-llama/Llama-3.1-8B-Instruct")
     lo, hi = prior.evidence.tau_range(3)
-    assert lo < prior.expected_tokens(3) < hi and tau_ceiling(prior, 3, prior.expected_tokens(3)) == pytest.approx(hi)
+    tau = prior.expected_tokens(3)
+    assert lo < tau < hi and tau_ceiling(prior, 3, tau, z=Z80) == pytest.approx(hi)  # z 1.28: the 80% range's end
+
+
+def test_the_ceiling_is_taus_one_sided_95_percent_bound_above_its_80_percent_range(priors):
+    """Until 2026-12-03 the ceiling was the upper end of τ's two-sided 80% range (z 1.2816), so an 80% speedup
+    range was trimmed twice; it is now τ's one-sided 95% upper bound (CEILING_Z), higher, below τ at the
+    acceptance model's largest α."""
+    from specops.planner.acceptance import MAX_ALPHA
+    from specops.speculation import expected_tokens
+
+    assert CEILING_Z == pytest.approx(1.645)
+    prior = priors.lookup("eagle3", task="chat", target="meta-llama/Llama-3.1-8B-Instruct")
+    tau, (_, hi80) = prior.expected_tokens(3), prior.evidence.tau_range(3)
+    ceiling = tau_ceiling(prior, 3, tau)
+    assert hi80 + 0.05 < ceiling < expected_tokens(MAX_ALPHA, 3, prior.evidence.decay, MAX_ALPHA)
+    assert tau_ceiling(prior, 3, tau, z=1.96) > ceiling > tau_ceiling(prior, 3, tau, z=Z80)
     measured = type(prior)(prior.alpha0, prior.decay, "measured: 100 samples", (0.8, 0.6, 0.4))
     assert tau_ceiling(measured, 3, 2.8) == 2.8  # no spread known: the predicted τ
 
@@ -164,9 +183,9 @@ def test_the_plan_carries_the_numbers_names_the_rule_and_a_strict_bar_refuses_ev
     p = plan.predicted
     assert step.rule == "evidence" and f"P(gain) ≥ {DEFAULT_MIN_P_GAIN:.2f}" in step.input
     assert plan.method != "none" and p.p_gain >= DEFAULT_MIN_P_GAIN and p.expected_speedup > 1
-    ceiling = p.acceptance.mean_acceptance_length_high  # τ's own upper end: the range's ceiling (the JSON's figure)
+    ceiling = float(re.search(r"τ's 95% bound ([\d.]+)", p.evidence).group(1))  # the range's ceiling, as the line says
     assert p.speedup_low <= p.speedup + 0.005 and p.speedup_high <= ceiling + 0.005
-    assert p.mean_acceptance_length < ceiling and f"τ's upper end {ceiling:.2f}" in p.evidence
+    assert p.mean_acceptance_length < p.acceptance.mean_acceptance_length_high < ceiling  # above τ's 80% range
     assert all(a.p_gain is None or (0 <= a.p_gain <= 1 and a.expected_speedup > 0) for a in plan.alternatives)
     strict = recommend(RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB", min_p_gain=0.999))
     assert strict.method == "none" and "refused (below the bar)" in strict.decision_path[-1].outcome
