@@ -6,7 +6,7 @@ per method and per task class, for the acceptance model and, through the same ha
 priors (specops.planner.priors; `cross_validate_priors` below, the "before" harness). Then the draft-model-at-scale rows that publish only a speedup: a
 speedup S needs τ ≥ S, so a predicted τ below S is an underprediction.
 
-Also: suffix decoding per held-out source (where its error comes from); the γ-not-stated draft-model rows at
+Also: suffix decoding per held-out source (where its error comes from; the rows of a repetitive workload that no other source measures are not predicted, and what they would miss as an ordinary workload is printed beside); the draft-model slopes (ratio, target size) with each draft-model source held out, and the largest targets' rows held out; the γ-not-stated draft-model rows at
 γ=5 and γ=10 (TensorRT-LLM's draft-target examples put draft_len at 4-10 "in common usage"); and the task
 directions: every method × task contrast a source publishes within itself (same method, draft, γ, temperature,
 engine: task rows against its chat rows), against the sign of `--task`'s shift in a model fitted without
