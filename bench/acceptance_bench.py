@@ -6,7 +6,7 @@ per method and per task class, for the acceptance model and, through the same ha
 priors (specops.planner.priors; `cross_validate_priors` below, the "before" harness). Then the draft-model-at-scale rows that publish only a speedup: a
 speedup S needs τ ≥ S, so a predicted τ below S is an underprediction.
 
-Also: suffix decoding per held-out source (where its error comes from); the γ-not-stated draft-model rows at
+Also: suffix decoding per held-out source (where its error comes from; the rows of a repetitive workload that no other source measures are not predicted, and what they would miss as an ordinary workload is printed beside); the draft-model slopes (ratio, target size) with each draft-model source held out, and the largest targets' rows held out; the γ-not-stated draft-model rows at
 γ=5 and γ=10 (TensorRT-LLM's draft-target examples put draft_len at 4-10 "in common usage"); and the task
 directions: every method × task contrast a source publishes within itself (same method, draft, γ, temperature,
 engine: task rows against its chat rows), against the sign of `--task`'s shift in a model fitted without
@@ -17,6 +17,7 @@ Run: .venv/bin/python bench/acceptance_bench.py
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -140,15 +141,48 @@ def _directions(rows) -> None:
           f"{alone} contrasts have none (--task leaves those methods at their chat level)")
 
 
-def _suffix_by_source(after) -> None:
+def _suffix_by_source(after, rows) -> None:
     print("suffix decoding by held-out source:")
     for src, group in by_stratum([s for s in after if s.row.method == "suffix"], lambda s: s.row.source_id).items():
         errs = errors(group)
+        missing = [s for s in group if s.predicted is None]
+        tail = ""
+        if missing:  # rows of a workload no other source measures: not predicted; what ignoring that would have said
+            m = fit([r for r in rows if r.source_id != src])
+            forced = [abs(math.log(s.published / m.predict_row(AcceptanceRow(**{**s.row.__dict__,
+                                                                                  "flags": s.row.flags - {"repetitive-workload"}}))))
+                      for s in missing]
+            tail = (f"; {len(missing)} rows of a repetitive workload not predicted (no evidence near; predicted as an "
+                    f"ordinary workload they would miss by median |ln τ| {statistics.median(forced):.3f})")
         if not errs:
+            print(f"  {src:<27} no row predicted{tail}")
             continue
         by_task = ", ".join(f"{t} {statistics.median(errors(g)):.3f} ({len(errors(g))})"
                             for t, g in by_stratum(group, lambda s: s.row.task_class).items() if errors(g))
-        print(f"  {src:<22} median |ln τ| {statistics.median(errs):.3f} over {len(errs):>2} rows: {by_task}")
+        print(f"  {src:<27} median |ln τ| {statistics.median(errs):.3f} over {len(errs):>2} rows: {by_task}{tail}")
+    brackets = [r.tau_bounds() for r in rows if r.method == "suffix" and r.tau_bounds()]
+    if brackets:
+        half = [math.log(hi / lo) / 2 for lo, hi in brackets]
+        print(f"  tau-bracketed rows (scored at the geometric middle of [batch-1 speedup, 1 + rate·γ]): {len(half)}, "
+              f"half-width in ln {min(half):.3f}-{max(half):.3f}")
+
+
+def _draft_slopes(rows) -> None:
+    """The draft-model slopes (logit α0 per ln(draft/target ÷ 1/16) and per ln(target/8B)), fitted on every row and
+    with each draft-model source held out, and the rows with the largest targets predicted with their source held out."""
+    print("draft-model slopes (logit α0: per ln draft ratio, per ln(target/8B)), each draft-model source held out:")
+    srcs = sorted({r.source_id for r in rows if r.method == "draft_model" and r.used})
+    for src in ["(none)", *srcs]:
+        m = fit([r for r in rows if r.source_id != src])
+        print(f"  without {src:<22} ratio {m.slopes['draft_ratio'].get('*', 0.0):+.3f}, "
+              f"target size {m.slopes['target_size'].get('*', 0.0):+.3f}")
+    big = [r for r in rows if r.method == "draft_model" and scorable(r) and (r.target_params_b or 0) >= 100]
+    for src in sorted({r.source_id for r in big}):
+        m = fit([r for r in rows if r.source_id != src])
+        for r in (r for r in big if r.source_id == src):
+            p = m.predict_row(r)
+            print(f"  {r.id} {r.target[:16]:<16} draft {r.draft:<10} γ={solve_gamma(r)}: published τ {r.published_tau():.2f}, "
+                  f"held out {p:.2f} (|ln| {abs(math.log(r.published_tau() / p)):.3f})")
 
 
 def main() -> None:
@@ -179,9 +213,9 @@ def main() -> None:
         r = s.row
         print(f"  {r.id} {r.source_id:<22} {r.method:<11} {r.task_class:<13} γ={r.gamma} published τ {s.published:.2f} "
               f"predicted {s.predicted:.2f}")
-    _suffix_by_source(after)
+    _suffix_by_source(after, rows)
     # draft models at scale: each source held out in turn
-    model_rows = [r for r in rows if r.tau_lower_bound is not None]
+    model_rows = [r for r in rows if r.tau_lower_bound is not None and "lower-bound-only" in r.flags]
     ok_after = ok_before = n = 0
     print("draft models at scale (published speedup S, so τ ≥ S; each source held out):")
     for src in sorted({r.source_id for r in model_rows}):
@@ -201,6 +235,7 @@ def main() -> None:
             print(f"  {r.id} {r.target[:28]:<28} draft {r.draft_params_b:g}B γ={r.gamma or '5 (not stated)'}: S {r.tau_lower_bound:.2f}, "
                   f"predicted τ {tau:.2f} (before {tau_old:.2f}){at10}")
     print(f"  predicted τ ≥ published speedup: after {ok_after}/{n}, before {ok_before}/{n}")
+    _draft_slopes(rows)
     _directions(rows)
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from specops.planner.acceptance_data import (  # noqa: F401 - the table's names, re-exported
+    ALPHA_IID_GAMMA,
     DATA_FILE,
     EXCLUDED_FLAGS,
     AcceptanceRow,
@@ -82,12 +83,14 @@ above chat (code and math rows are many and high), so --task qa/summarization/tr
 model draft's acceptance wherever their own rows were few, against every source that publishes the contrast."""
 
 PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
-           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5}
+           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5, "workload": 0.5}
 """Prior precision of each effect, in units of summed row weight. Nuisance effects (variant, family, engine,
 trainer) are shrunk hard: with few sources each, a light penalty lets them soak up one source's level (a
 code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
 that instead. Chosen among five settings by this file's own leave-one-source-out error (bench/acceptance_bench.py):
-0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here."""
+0.142 → 0.128 median |ln τ|; a mild use of the held-out figure, said here. ``workload``: a workload that repeats
+across requests (``repetitive-workload`` rows), per method, penalised as lightly as a source: it is one source's
+regime, and what it measures is kept apart from the task effect (such a row carries no task effect)."""
 SLOPE_PENALTY = {"temperature": 0.5, "method_temperature": 2.0, "draft_ratio": 1.0, "target_size": 1.0}
 SPEEDUP_ROW_WEIGHT = 0.5
 SWEEPS = 60
@@ -126,6 +129,8 @@ def solve_gamma(row: AcceptanceRow) -> int:
     """The γ (chain length or tree depth) a row is solved and predicted at: stated, else the default."""
     if row.gamma:
         return row.gamma
+    if "alpha-iid" in row.flags:
+        return ALPHA_IID_GAMMA
     if row.structure == "tree":
         return DEFAULT_TREE_DEPTH.get(row.method, 5)
     return DEFAULT_CHAIN_GAMMA
@@ -214,7 +219,7 @@ def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEst
         if r.used and r.structure == "chain":
             d = _decay_of_row(r)
             if d is not None:
-                found.setdefault(r.method, []).append((d, r.task_class, (r.id,)))
+                found.setdefault(r.method, []).append((d, cell_task(r) or r.task_class, (r.id,)))
     sweeps: dict[tuple, list[AcceptanceRow]] = {}
     for r in rows:
         if r.used and r.structure == "chain" and r.gamma and r.published_tau() and not r.per_position:
@@ -223,7 +228,7 @@ def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEst
     for key, group in sweeps.items():
         d = _decay_of_sweep(tuple((r.gamma, r.published_tau()) for r in group))
         if d is not None:
-            found.setdefault(key[2], []).append((d, group[0].task_class, tuple(r.id for r in group)))
+            found.setdefault(key[2], []).append((d, cell_task(group[0]) or group[0].task_class, tuple(r.id for r in group)))
     out: dict[tuple[str, str], DecayEstimate] = {}
     for method, items in found.items():
         out[(method, "*")] = DecayEstimate(statistics.median(d for d, _, _ in items),
@@ -239,14 +244,23 @@ def decay_table(rows: Sequence[AcceptanceRow]) -> dict[tuple[str, str], DecayEst
 # --- the model ------------------------------------------------------------------------------------
 
 def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
-    task = None if o.task_class in UNTASKED or o.task_class == REFERENCE_TASK else o.task_class
+    task = None if o.task_class in UNTASKED or o.task_class == REFERENCE_TASK or o.repetitive else o.task_class
     return {
         "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
         "structure": (o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
         "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
         "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
+        "workload": (o.method, "repetitive") if o.repetitive else None,
     }
+
+
+def cell_task(o: AcceptanceRow) -> str | None:
+    """The task part of a row's cell (spreads, the rows a request's estimate cites): None for averages over tasks; a
+    repetitive workload's rows form their own cell, so a request (never assumed repetitive) does not cite them."""
+    if o.task_class in UNTASKED:
+        return None
+    return f"{o.task_class} (repetitive workload)" if o.repetitive else o.task_class
 
 
 def _slopes(r: AcceptanceRow) -> dict[str, tuple[object, float]]:
@@ -272,6 +286,7 @@ class AcceptanceModel:
     rows_fitted: int = 0
     drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased draft id -> ids of its rows
     draft_sources: dict[str, frozenset[str]] = field(default_factory=dict)  # lower-cased draft id -> source ids
+    unexplained: dict[str, float] = field(default_factory=dict)  # method -> logit SD of its rows around its chat level
 
     def draft_offset(self, draft: str | None) -> float:
         """A named draft's rows speak for it: the mean effect of the sources that measured it (a draft measured
@@ -305,6 +320,8 @@ class AcceptanceModel:
                 return None
             r = AcceptanceRow(**{**r.__dict__, "method": BORROW[r.method], "variant": ""})
         keys = _keys(r, source=False)
+        if keys["workload"] is not None and keys["workload"] not in self.effects.get("workload", {}):
+            return None  # a repetitive workload and no row of one in the fit: no evidence near, not extrapolated
         if keys["task"] is not None and not self.cells.get((r.method, keys["task"][1])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
         a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
@@ -395,12 +412,21 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     res = [(o, y[i] - (current[i] - effects["source"].get(o.row.source_id, 0.0))) for i, o in enumerate(obs)]
     groups: dict[tuple, list[tuple[float, float, Obs]]] = {}
     for o, e in res:
-        task = None if o.row.task_class in UNTASKED else o.row.task_class
+        task = cell_task(o.row)
         for key in ((o.row.method, task), (o.row.method,), ()):
             groups.setdefault(key, []).append((o.weight, e, o))
     glob = groups[()]
     sd_all = math.sqrt(sum(wi * e * e for wi, e, _ in glob) / sum(wi for wi, _, _ in glob))
     model.spread[()] = sd_all
+    # how far a row of a method lands from its --task chat level when neither its task nor its workload is known: the
+    # width a request gets where no row of the method resembles it (lookup methods, see estimate)
+    loose = ("source", "task", "method_task", "workload")
+    wide: dict[str, list[tuple[float, float]]] = {}
+    for i, o in enumerate(obs):
+        k = keys[i]
+        e = y[i] - current[i] + sum(effects[g].get(k[g], 0.0) for g in loose if k[g] is not None)
+        wide.setdefault(o.row.method, []).append((o.weight, e))
+    model.unexplained = {m: math.sqrt(sum(wi * e * e for wi, e in v) / sum(wi for wi, _ in v)) for m, v in wide.items()}
     k0 = 1.5  # rows' worth of weight the parent's spread counts for
     for key, items in sorted(groups.items(), key=lambda kv: len(kv[0])):
         ids = tuple(o.row.id for _, _, o in items)
@@ -441,6 +467,7 @@ class AcceptanceEstimate:
     task_shift: float                 # α0 with this task minus α0 with --task chat (chat: minus no task effect)
     decay_note: str
     draft_rows: tuple[str, ...] = ()  # rows that name this very draft (its own effect)
+    evidence_note: str = ""           # where no published row resembles the request (said, and the range widened)
 
     def tau(self, gamma: int) -> float:
         return expected_tokens(self.alpha0, gamma, self.decay, MAX_ALPHA)
@@ -455,13 +482,15 @@ class AcceptanceEstimate:
         cell = (f"{len(self.cell_rows)} {method} × {self.task_class} rows from {self.cell_sources} sources ({ids})"
                 if self.cell_rows else f"no {method} × {self.task_class} row")
         own = (f"; {len(self.draft_rows)} rows name this draft ({', '.join(self.draft_rows[:4])})" if self.draft_rows else "")
+        near = f"; {self.evidence_note}" if self.evidence_note else ""
         return (f"acceptance model (playbooks/data/{DATA_FILE}): {cell}, {self.method_rows} {method} rows in all{own}; "
-                f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note})")
+                f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note}){near}")
 
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
+            near = f"; {self.evidence_note}" if self.evidence_note else ""
             return (f"no published {method} rows for --task {task} ({self.task_class}), so --task does not move {method}'s "
-                    f"acceptance: its --task chat level (fitted on the {self.method_rows} {method} rows of all tasks) is used")
+                    f"acceptance: its --task chat level (fitted on the {self.method_rows} {method} rows of all tasks) is used{near}")
         ids = ", ".join(self.cell_rows[:8]) + (" …" if len(self.cell_rows) > 8 else "")
         if self.task_class == REFERENCE_TASK:
             return (f"{method}'s acceptance at --task {task} is its chat level (chat is the reference task the other "
@@ -488,7 +517,7 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
             "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
-            "draft": (draft or "").lower() or None, "engine": engine, "source": None}
+            "draft": (draft or "").lower() or None, "engine": engine, "source": None, "workload": None}
     slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio),
               "target_size": ("*", xt)}
     rows = model.cells.get((method, cls), ())
@@ -499,13 +528,29 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     y0 = model.logit({**keys, "task": None, "method_task": None}, slopes) + own  # --task chat: the reference
     dec = model.decay_for(method, cls)
     a = min(MAX_ALPHA, _sigmoid(y))
+    sd, note = model.spread_for(method, cls), ""
+    if method in LOOKUP and not rows:
+        sd, note = _no_evidence_near(model, method, cls, sd)
     return AcceptanceEstimate(
-        alpha0=a, decay=1.0 if structure == "tree" else dec.value, logit_sd=model.spread_for(method, cls), task_class=cls,
+        alpha0=a, decay=1.0 if structure == "tree" else dec.value, logit_sd=sd, task_class=cls,
         cell_rows=rows, cell_sources=len(model.sources.get((method, cls), ())),
         method_rows=len(model.cells.get((method,), ())), task_shift=a - min(MAX_ALPHA, _sigmoid(y0)),
         decay_note=f"fitted on {', '.join(dec.rows[:4])}{' …' if len(dec.rows) > 4 else ''} ({dec.cell})" if dec.rows
         else "priors default: no per-position or γ-sweep row",
-        draft_rows=model.drafts.get((draft or "").lower(), ()))
+        draft_rows=model.drafts.get((draft or "").lower(), ()), evidence_note=note)
+
+
+def _no_evidence_near(model: AcceptanceModel, method: str, cls: str, sd: float) -> tuple[float, str]:
+    """A lookup draft copies from the context, so its acceptance is the workload's (how much repeats, within and across
+    requests), which a task name alone does not fix: where no row of the method has this task, the range is the
+    spread of the method's rows around its chat level (task and workload unexplained), and the evidence says so,
+    naming any rows of a repetitive workload of this task (their level is not assumed for a request)."""
+    wide = max(sd, model.unexplained.get(method, sd))
+    rep = model.cells.get((method, f"{cls} (repetitive workload)"), ())
+    also = (f"; its {len(rep)} {cls} rows ({', '.join(rep[:3])}{' …' if len(rep) > 3 else ''}) measure a workload that "
+            f"repeats across requests, not assumed here" if rep else "")
+    return wide, (f"no evidence near: no {method} row of a {cls} workload like this one, range widened to the spread of "
+                  f"{method}'s rows around its chat level (logit ±{wide:.2f}){also}")
 
 
 def default_model() -> AcceptanceModel:
@@ -519,7 +564,7 @@ def default_model() -> AcceptanceModel:
 
 def scorable(r: AcceptanceRow) -> bool:
     """A row whose published τ the model is judged on: fitted kind, τ derivable, γ stated."""
-    return r.used and r.gamma_stated and r.published_tau() is not None
+    return r.used and (r.gamma_stated or "alpha-iid" in r.flags) and r.published_tau() is not None
 
 
 def lower_bounds(model: AcceptanceModel, rows: Iterable[AcceptanceRow]) -> list[tuple[AcceptanceRow, float]]:
@@ -570,6 +615,10 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
     if relative in model.methods and (method not in model.methods or len(theirs) > len(mine) or (not mine and wider)):
         why = f"no {method} rows for {cls}" if not mine else (f"{len(theirs)} sources of {relative} × {cls} rows "
                                                                f"against {len(mine)} of {method}'s")
+        rep = model.cells.get((method, f"{cls} (repetitive workload)"), ())
+        if rep:
+            why += (f"; {method}'s {len(rep)} {cls} rows ({', '.join(rep[:3])} …) measure a workload that repeats "
+                    f"across requests, not assumed for a request")
         use, borrowed = relative, f" (borrowed from {relative}: {why})"
     variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
     est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,

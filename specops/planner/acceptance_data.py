@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DATA_FILE = "acceptance_2026-12.csv"
-EXCLUDED_FLAGS = ("pathological", "sanity-run", "lower-bound-only")
+EXCLUDED_FLAGS = ("pathological", "sanity-run", "lower-bound-only", "record-only")
 """Rows kept for the record but not fitted: a two-token loop (tokenspeed #1305), the speculators tutorial's
-5K-sample sanity runs, and rows that publish a speedup only (a lower bound on τ, see :func:`lower_bounds`)."""
+5K-sample sanity runs, rows that publish a speedup only (a lower bound on τ, see :func:`lower_bounds`), and rows
+the model cannot represent (``record-only``: SuffixDecoding's agentic τ 6.3-7.8 at an adaptive, unstated length,
+above what the chain default γ=3 gives)."""
+ALPHA_IID_GAMMA = 3
+"""The γ an ``alpha-iid`` row without γ is solved and scored at: Leviathan's α = E(β) is defined under i.i.d.
+acceptance, so τ = (1 − α^(γ+1)) / (1 − α) holds at every γ; 3 is vLLM's common K (as the chain default)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,21 @@ class AcceptanceRow:
         return self.gamma is not None
 
     @property
+    def repetitive(self) -> bool:
+        """A workload that repeats across requests (``repetitive-workload``: the source says a cross-request cache of
+        near-identical requests drives its acceptance, e.g. TensorRT-LLM blog 7's translation set)."""
+        return "repetitive-workload" in self.flags
+
+    def tau_bounds(self) -> tuple[float, float] | None:
+        """(lower, upper) of τ per decode step for a ``tau-bracketed`` row: a lookup draft that drafts only on a
+        match publishes accepted/drafted r at up to γ tokens, so 1 + r·γ bounds τ from above; its batch-1 speedup
+        (``tau_lower_bound``) bounds it from below."""
+        if "tau-bracketed" not in self.flags or not (self.gamma and self.accepted_rate and self.tau_lower_bound):
+            return None
+        hi = 1.0 + self.accepted_rate * self.gamma
+        return (min(self.tau_lower_bound, hi), hi)
+
+    @property
     def used(self) -> bool:
         return not any(f in self.flags for f in EXCLUDED_FLAGS)
 
@@ -64,7 +84,10 @@ class AcceptanceRow:
         """τ as published, or from the row's own rate/α and γ (exact for a chain); None otherwise."""
         if self.tau is not None:
             return self.tau
-        g = self.gamma
+        bounds = self.tau_bounds()
+        if bounds:  # the geometric middle of the bracket (its half-width in ln is printed by the bench)
+            return (bounds[0] * bounds[1]) ** 0.5
+        g = self.gamma or (ALPHA_IID_GAMMA if "alpha-iid" in self.flags else None)
         if g and self.accepted_rate is not None:
             return 1.0 + self.accepted_rate * g
         if g and self.alpha is not None:
