@@ -45,8 +45,8 @@ from specops.tune.types import EngineConfig, PointResult
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
 
-INNER_REPEATS = 3  # runs per load inside one engine life; a configuration's median is judged
-REQUESTS = 12
+INNER_REPEATS = 5  # runs per load inside one engine life; a configuration's median is judged
+REQUESTS = 8
 
 
 def fitted_and_naive(points: list[PointResult]) -> tuple[list, list]:
