@@ -8,14 +8,18 @@
    **How the noise is kept below the differences.** The four engines are started first, one per
    configuration (4 engine starts, through tune's own ``LocalDeployer``), and all serve at once; tune
    measures them as remote endpoints (``--endpoint-for``, no redeploy) in ``PASSES`` interleaved passes
-   (none, ngram-g2, ngram-g1, ngram-g3, none, ...; loads c1 c2 c4 in each visit), ``REQUESTS`` requests a
-   run, and each configuration is judged on its median over the passes. Measured before (2026-12-03):
-   with one engine life per configuration, the configurations are measured minutes apart, and on the
-   shared 2-core box a burst of load lasting a session moved one configuration by more than they differ:
-   one run of 8 requests a configuration flipped the winner (merged main: fitted median 11.5 % vs naive
-   25.4 %, then 20.2 % vs 14.1 %), and three runs of 12 inside each engine life still spread 2× within a
-   cell (none@c1 132-260 tok/s, ngram-g3@c4 216-602) -- the fit won 25.2 % vs 30.4 %, but a fitter that
-   learned no acceptance at all "won" by more (11.3 %): the comparison measured the load, not the model.
+   (none, ngram-g2, ngram-g1, ngram-g3, none, ...; loads c1 c2 c4 in each visit), ``REQUESTS`` requests of
+   ``MAX_TOKENS`` tokens a run, and each configuration is judged on its median over the passes. Measured
+   before (2026-12-03): with one engine life per configuration the configurations are measured minutes
+   apart, and on the shared 2-core box a burst of load lasting a session moved one configuration by more
+   than they differ: one run of 8 requests a configuration flipped the winner (merged main: fitted median
+   11.5 % vs naive 25.4 %, then 20.2 % vs 14.1 %); three runs of 12 inside each engine life still spread 2×
+   within a cell (none@c1 132-260 tok/s, ngram-g3@c4 216-602) -- the fit won 25.2 % vs 30.4 %, but a
+   fitter that learned no acceptance at all "won" by more (11.3 %): the comparison measured the load, not
+   the model. Interleaved but with 32-token requests, n-gram gained too little on the tiny pair (τ
+   1.26-1.48, every configuration within 10 %): naive 5.2 % beat the fit's 9.4 %. With 64 tokens (the
+   tune default): fitted 11.7 % vs naive 16.1 %, and on those points a fitter without acceptance scores
+   32.0 % (fails).
    Interleaving the configurations in time puts the box's load on all of them alike. Also asserted: the
    real tune completes, says which cost fit it used, leaves out every configuration once, and its report
    carries the held-out numbers. The points are written to ``<tmp>/loco-points.json`` so that the
