@@ -40,7 +40,13 @@ the predictor proposed γ 3 -> 1 (α 0.52, conditional acceptance 0.72, 0.15; pr
 ``SPECOPS_TEST_ACTIONS_NO_SWAP=1`` skips the weight swap (step 3 restarts the same trained draft):
 then step 4's collapse, and every action after it, must not happen, and the test fails there.
 
-``SPECOPS_TEST_ACTIONS_NO_ROLLBACK=1`` leaves out step 0's ``rollback_local``: the test must fail there.
+``SPECOPS_TEST_ACTIONS_NO_ROLLBACK=1`` leaves out step 0's ``rollback_local``: the test must fail there
+(it did, 2026-12-03: the canary still ``running`` at the rollback assertion).
+
+With step 0 (2026-12-03, the box shared with other engineers' engine and planner tests): 1243 s; the
+canary of the trained draft measured acceptance 0.313 against the untrained incumbent's 0.000 and was
+promoted, the restarted engine then measured 0.313 on the next traffic; the untrained canary (0.000 vs
+0.313) was rolled back with the incumbent still serving.
 """
 
 from __future__ import annotations
