@@ -18,8 +18,10 @@
    fitter that learned no acceptance at all "won" by more (11.3 %): the comparison measured the load, not
    the model. Interleaved but with 32-token requests, n-gram gained too little on the tiny pair (τ
    1.26-1.48, every configuration within 10 %): naive 5.2 % beat the fit's 9.4 %. With 64 tokens (the
-   tune default): fitted 11.7 % vs naive 16.1 %, and on those points a fitter without acceptance scores
-   32.0 % (fails).
+   tune default), two runs on the branch: fitted 11.7 % vs naive 16.1 %, then 16.8 % vs 21.5 %; on those
+   points a fitter without acceptance scores 32.0 % and 35.7 % (fails). Cost: the first test's call
+   357 s / 314 s on the loaded box (4 engine starts ≈ 240 s of it; measuring ≈ 116 s, ≈ 100 s more than
+   one pass of 8 × 32).
    Interleaving the configurations in time puts the box's load on all of them alike. Also asserted: the
    real tune completes, says which cost fit it used, leaves out every configuration once, and its report
    carries the held-out numbers. The points are written to ``<tmp>/loco-points.json`` so that the
