@@ -5,20 +5,27 @@ wires it through ``drift.service.Watcher``), decided by the real policy rules
 cpu-tiny profile, as `specops monitor --profile cpu-tiny` builds it) and the profile's real floors and
 break-even. Nothing is forced: no floor is set by hand and no predictor is made free.
 
-One deployment ``act`` (five engine starts, down from eight; marker ``long``, `make test-long`):
+One deployment ``act`` (eight engine starts; marker ``long``, `make test-long`):
 
-1. deploy target-v1 with ``draft-live``, a copy of the trained draft-v1 (start 1); healthy windows,
-   the baseline is recorded from them;
+0. deploy target-v1 with ``tiny-draft@0``, an untrained draft (random weights, seed 0; start 1). heal's
+   canary with ``tiny-draft@1`` = ``draft-live``, a copy of the trained draft-v1, wins on the two engines'
+   own counters (canary start 2); heal's default hand-over ``promote_local(handover="restart")`` restarts
+   ``act`` on its port with it (start 3): same URL, new process, its argv naming draft-live, acceptance up
+   on the next traffic. A canary with the untrained draft then loses (canary start 4) and
+   ``rollback_local`` stops it: the incumbent serves on in the same process, the registry holds a
+   ``heal.rollback`` event and a failed ``heal/canary`` validation run. (These are heal's own functions,
+   the steps ``specops heal`` runs after retraining; tests/heal/ covers the retraining.)
+1. ``act`` now serves the trained copy; healthy windows, the baseline is recorded from them;
 2. the real predictor, on the tiny pair's measured per-position acceptance and the profile's draft
-   cost, proposes another γ than 3 (a shorter one on this pair); the rule applies it: ``retune_gamma`` (start 2);
+   cost, proposes another γ than 3 (a shorter one on this pair); the rule applies it: ``retune_gamma`` (start 5);
 3. behind the monitor's back ``draft-live``'s weights are replaced by an untrained draft of the same
    architecture (random weights, seed 0; what scripts/record_traces.py's draft-swap scenario did) and
-   `specops restart act` restarts the engine with the same argv (start 3), which loads them;
+   `specops restart act` restarts the engine with the same argv (start 6), which loads them;
 4. the collapse detector flags ``ACCEPTANCE_COLLAPSE`` within two windows with
-   ``stale_draft_weights`` suspected; the policy's collapse rule runs ``restart_probe`` (start 4),
+   ``stale_draft_weights`` suspected; the policy's collapse rule runs ``restart_probe`` (start 7),
    which cannot bring acceptance back (the weights on disk are the bad ones);
 5. acceptance stays below the profile's break-even: ``BELOW_BREAK_EVEN`` -> ``disable_speculation``
-   (start 5).
+   (start 8).
 
 Test settings, not decisions: the policy's windows are shortened for a test (floor_windows 4,
 min_drafts 30, γ evaluated every window with min_gain 0 and confirmed twice), and the deployment
@@ -33,8 +40,13 @@ the predictor proposed γ 3 -> 1 (α 0.52, conditional acceptance 0.72, 0.15; pr
 ``SPECOPS_TEST_ACTIONS_NO_SWAP=1`` skips the weight swap (step 3 restarts the same trained draft):
 then step 4's collapse, and every action after it, must not happen, and the test fails there.
 
-heal's canary, hand-over (``promote_local(handover="restart")``) and rollback used to be driven here
-too (three more starts); they are not decisions of the monitor and are left to tests/heal/.
+``SPECOPS_TEST_ACTIONS_NO_ROLLBACK=1`` leaves out step 0's ``rollback_local``: the test must fail there
+(it did, 2026-12-03: the canary still ``running`` at the rollback assertion).
+
+With step 0 (2026-12-03, the box shared with other engineers' engine and planner tests): 1243 s; the
+canary of the trained draft measured acceptance 0.313 against the untrained incumbent's 0.000 and was
+promoted, the restarted engine then measured 0.313 on the next traffic; the untrained canary (0.000 vs
+0.313) was rolled back with the incumbent still serving.
 """
 
 from __future__ import annotations
@@ -170,30 +182,98 @@ def _events(kind: str) -> list:
         return [e for e in reg.events(subject=NAME, limit=500) if e.kind == kind]
 
 
+def _heal_handover_and_rollback(tiny_models, live: Path, endpoint: str, deployed) -> None:
+    """Heal's canary / promote / rollback functions (what `specops heal` runs after its retraining step)
+    on the deployment as first deployed, with the untrained draft ``tiny-draft@0``:
+
+    - the canary with the trained ``tiny-draft@1`` (``draft-live``) wins on the engines' own counters
+      (canary start), and heal's default hand-over ``promote_local(handover="restart")`` restarts ``act``
+      on its own port with it (start);
+    - a canary with the untrained draft loses (canary start); ``rollback_local`` stops it and the
+      incumbent keeps serving ``tiny-draft@1`` in the same process, the registry saying rollback.
+
+    ``SPECOPS_TEST_ACTIONS_NO_ROLLBACK=1`` leaves the rollback out: the test must fail there."""
+    from specops.heal.canary import canary_local
+    from specops.heal.promote import promote_local, rollback_local
+
+    with open_registry() as reg:
+        won = canary_local(NAME, "tiny-draft@1", CODE_PROMPTS * 2, registry=reg, max_tokens=32, min_gain=0.05)
+        print("canary (trained draft):", won.decision.model_dump_json())
+        inc, cand = won.incumbent.acceptance, won.candidate_run.acceptance
+        assert inc.num_draft_tokens > 0 and cand.num_draft_tokens > 0
+        assert won.decision.action == "promote" and cand.acceptance_rate > inc.acceptance_rate + 0.05, won.decision
+        promoted = promote_local(NAME, won, registry=reg)  # handover="restart", heal's default
+        assert reg.get_deployment(f"{NAME}-canary").status == "stopped"
+        ev = [e for e in reg.events(subject=NAME, limit=200) if e.kind == "heal.promoted"]
+        assert ev and ev[0].data["handover"] == "restart" and ev[0].data["to"] == "tiny-draft@1", ev
+    row = _row()
+    # what a user checks: the same URL, a new engine process, launched with the promoted draft
+    assert promoted.draft_ref == row.draft_ref == "tiny-draft@1" and row.endpoint == endpoint
+    assert row.pid != deployed.pid and _spec_config(_argv(row.pid))["model"] == str(live)
+    before = _metrics(endpoint)
+    _traffic(endpoint, rounds=1)
+    after = _metrics(endpoint)
+    served = ((after["vllm:spec_decode_num_accepted_tokens_total"] - before.get("vllm:spec_decode_num_accepted_tokens_total", 0))
+              / (after["vllm:spec_decode_num_draft_tokens_total"] - before.get("vllm:spec_decode_num_draft_tokens_total", 0)))
+    print(f"after the hand-over: acceptance {served:.3f} (canary: incumbent {inc.acceptance_rate:.3f}, "
+          f"candidate {cand.acceptance_rate:.3f})")
+    assert served > inc.acceptance_rate + 0.05  # the engine on the URL now drafts with the trained weights
+
+    incumbent_pid = row.pid
+    with open_registry() as reg:
+        lost = canary_local(NAME, "tiny-draft@0", CODE_PROMPTS * 2, registry=reg, max_tokens=32, min_gain=0.05)
+        print("canary (untrained draft):", lost.decision.model_dump_json())
+        assert lost.decision.action == "rollback", lost.decision
+        assert lost.candidate_run.acceptance.acceptance_rate < lost.incumbent.acceptance.acceptance_rate
+        if os.environ.get("SPECOPS_TEST_ACTIONS_NO_ROLLBACK") != "1":
+            how = rollback_local(NAME, registry=reg, canary=lost.canary, reason=f"canary: {lost.decision.reason}")
+            assert how == "serving"
+        canary_row = reg.get_deployment(f"{NAME}-canary")
+        rb = [e for e in reg.events(subject=NAME, limit=200) if e.kind == "heal.rollback"]
+        runs = [v for v in reg.validation_runs(NAME) if v.checklist == "heal/canary"]
+    from specops.engines import local
+
+    # what a user checks: the canary is gone, the incumbent serves on, the registry says rollback
+    assert canary_row.status == "stopped" and not local.alive(canary_row.pid, canary_row.pid_start_time), canary_row
+    assert rb and rb[0].data["draft"] == "tiny-draft@1" and rb[0].data["canary"] == f"{NAME}-canary", rb
+    assert runs and runs[0].passed is False, runs
+    row = _row()
+    assert row.pid == incumbent_pid and row.draft_ref == "tiny-draft@1"
+    assert _spec_config(_argv(row.pid))["model"] == str(live)
+
+
 def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_models, engine_lock):
     live = tmp_path / "draft-live"
     shutil.copytree(tiny_models["draft-v1"], live)
+    bad = tmp_path / "draft-untrained"
+    shutil.copytree(tiny_models["draft-v1"], bad)
+    _untrain(bad)
     with open_registry() as reg:
         reg.register_target(str(tiny_models["target-v1"]), name="tiny", version="1")
+        reg.register_draft(str(bad), target="tiny@1", name="tiny-draft", version="0", method="draft_model")
         reg.register_draft(str(live), target="tiny@1", name="tiny-draft", version="1", method="draft_model")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     spec = tmp_path / "act.yaml"
     spec.write_text(f"name: {NAME}\ntarget: {{model: {tiny_models['target-v1']}, ref: tiny@1}}\n"
-                    f"draft: {{model: {live}, ref: tiny-draft@1}}\n"
+                    f"draft: {{model: {bad}, ref: tiny-draft@0}}\n"
                     "speculative: {method: draft_model, num_speculative_tokens: 3}\n"
                     "engine: {max_model_len: 512, dtype: bfloat16, max_num_seqs: 4}\n"
                     f"serve: {{port: {port}, served_model_name: tiny}}\nlocal: {{startup_timeout_s: 900}}\n")
     policy = _policy(tmp_path)
     try:
-        # 1. deploy the trained copy (start 1); healthy windows; the baseline
+        # 0. deploy with the untrained draft (start 1); heal's canary hands over to the trained copy
+        #    (starts 2, 3) and rolls back a losing canary (start 4); 1. the trained copy serves
         ok(cli("deploy", str(spec), "--no-check", timeout=1200))
+        deployed = _row()
+        assert _spec_config(_argv(deployed.pid))["model"] == str(bad)
+        _heal_handover_and_rollback(tiny_models, live, endpoint, deployed)
         with open_registry() as reg:
             reg.upsert_deployment(NAME, platform="local", status="running", labels={"restart_allowed": "true"})
         first = _row()
         assert _spec_config(_argv(first.pid))["model"] == str(live)
         # 2. meanwhile the real predictor proposes another γ on the healthy pair's measured acceptance
-        #    (confirmed over two evaluations); the rule applies it (start 2)
+        #    (confirmed over two evaluations); the rule applies it (start 5)
         w = _watcher(policy)
         healthy = _cycles(w, endpoint, 6, record_baseline=True, until=lambda r: _done([r], "retune_gamma"))
         assert any("baseline recorded" in n for r in healthy for n in r.notes), [r.notes for r in healthy]
@@ -208,7 +288,7 @@ def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_mode
         assert _spec_config(_argv(row.pid))["num_speculative_tokens"] == gamma
         assert _events("monitor.retune_gamma")
 
-        # 3. the draft's weights swapped behind the monitor's back; `specops restart` (start 3)
+        # 3. the draft's weights swapped behind the monitor's back; `specops restart` (start 6)
         before_argv = _argv(row.pid)
         if not NO_SWAP:
             _untrain(live)
@@ -216,7 +296,7 @@ def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_mode
         row = _row()
         assert _argv(row.pid) == before_argv and row.endpoint == endpoint
 
-        # 4. collapse within two windows, stale weights suspected; the collapse rule probes (start 4)
+        # 4. collapse within two windows, stale weights suspected; the collapse rule probes (start 7)
         w = _watcher(policy)
         collapsed = _cycles(w, endpoint, 2)
         hit = [i for i, codes in enumerate(_codes(collapsed)) if "ACCEPTANCE_COLLAPSE" in codes]
@@ -230,7 +310,7 @@ def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_mode
         assert probed.pid != row.pid and _argv(probed.pid) == before_argv  # restarted, same launch
         assert _events("monitor.restart_probe")
 
-        # 5. the probe cannot help (the bad weights are on disk): below break-even -> fall back (start 5)
+        # 5. the probe cannot help (the bad weights are on disk): below break-even -> fall back (start 8)
         fallback = _cycles(w, endpoint, 6, until=lambda r: _done([r], "disable_speculation"))
         assert any("ACCEPTANCE_COLLAPSE" in codes for codes in _codes(fallback)), _codes(fallback)
         be = next(f for r in fallback for f in r.findings if f.code == "BELOW_BREAK_EVEN")
@@ -248,4 +328,5 @@ def test_monitor_actions_fire_on_a_real_acceptance_drop(cli, tmp_path, tiny_mode
         assert m.get("vllm:generation_tokens_total", 0.0) > 0
         assert m.get("vllm:spec_decode_num_drafts_total", 0.0) == 0  # it no longer speculates
     finally:
+        cli("stop", f"{NAME}-canary", timeout=300)
         cli("stop", NAME, timeout=300)
