@@ -8,6 +8,7 @@
 #      order: the session's engine pool (tests/engines/pool.py) starts once there.
 # The tests against a real kube-apiserver (marker kube_apiserver) are deselected here: `make test-kube`
 # runs them; so are the real-engine runs of several minutes (marker long): `make test-long` runs them.
+# The two parts run concurrently, each printed whole when it ends (the seed first, before either).
 # Extra arguments go to both parts. Exits non-zero when either part fails (both always run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +20,27 @@ if [[ $SEED == random ]]; then SEED=$((RANDOM * 32768 + RANDOM)); fi
 # own OUT/TIER.<part>.xml (a later --junitxml wins), which the budget reads together.
 junit() { if [[ ${PYTEST_ADDOPTS:-} =~ --junitxml=([^ ]+)\.xml ]]; then echo "--junitxml=${BASH_REMATCH[1]}.$1.xml"; fi; }
 bash scripts/services.sh
+# The two parts run side by side (part 1 is one Python process on one core; part 2 mostly waits for its
+# engine children), each into its own log, printed whole when that part ends so the output stays readable.
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/specops-test.XXXXXX")
+trap 'kill -- $(jobs -p) 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 echo "make test, part 1: the fast selection on ${SPECOPS_TEST_WORKERS:-0} workers, shuffled with seed $SEED" \
      "(repeat: SPECOPS_TEST_SHUFFLE=$SEED make test)"
-rc=0
+echo "make test, part 2: engines, vLLM, services and slow tests in one process (beside part 1)"
+START=$SECONDS
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${SPECOPS_TEST_WORKERS:-0}" -m "$FAST" --shuffle="$SEED" \
-    $(junit fast) "$@" || rc=$?
-echo "make test, part 2: engines, vLLM, services and slow tests in one process"
-.venv/bin/python -m pytest -q -m "$REST" $(junit rest) "$@" || rc=$((rc ? rc : $?))
+    $(junit fast) "$@" >"$LOGS/1" 2>&1 &
+declare -A PART=([$!]=1)
+.venv/bin/python -m pytest -q -m "$REST" $(junit rest) "$@" >"$LOGS/2" 2>&1 &
+PART[$!]=2
+rc=0
+while ((${#PART[@]})); do
+    st=0
+    wait -n -p done "${!PART[@]}" || st=$?
+    n=${PART[$done]}
+    unset "PART[$done]"
+    echo "== make test, part $n ended (exit $st) after $((SECONDS - START)) s; its output:"
+    cat "$LOGS/$n"
+    if ((st && !rc)); then rc=$st; fi
+done
 exit "$rc"

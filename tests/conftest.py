@@ -172,6 +172,14 @@ def engine_lock():
         yield
 
 
+@pytest.fixture
+def skip_vllm_check(monkeypatch):
+    """SPECOPS_TEST_SKIP_VLLM_CHECK=1 for this test and its subprocesses: `specops deploy` (and tune's deploys)
+    skip vLLM's pre-launch check (10-25 s each) in tests whose subject it is not. The check itself is
+    tests/engines/test_vllm_check.py's (the launch it accepts, those it rejects)."""
+    monkeypatch.setenv("SPECOPS_TEST_SKIP_VLLM_CHECK", "1")
+
+
 @pytest.fixture(scope="session")
 def engine_pool(tiny_models, tmp_path_factory):
     """The session's shared real engines (tests/engines/pool.py: read-only use, its rules)."""

@@ -279,9 +279,10 @@ def test_every_synopsis_names_a_real_command(e, tmp_path):
 
 @pytest.mark.engine
 @pytest.mark.slow
-def test_the_deploy_page_block_runs_on_a_real_engine(tmp_path, engine_lock):
+def test_the_deploy_page_block_runs_on_a_real_engine(tmp_path, engine_lock, skip_vllm_check):
     """deploy.md's block top to bottom: recommend, dry run, deploy (a real vLLM CPU engine on the spec's
-    port), status, logs, restart, stop."""
+    port), status, logs, restart, stop. The deploy's vLLM pre-launch check is skipped (skip_vllm_check):
+    tests/engines/test_vllm_check.py is where vLLM accepts and rejects launches."""
     cwd = _world(tmp_path, "deploy.md")
     block = [e for e in ALL if e.doc == "deploy.md" and e.command in RUNS | ENGINE]
     assert [e.command in ENGINE for e in block] == [False, False] + [True] * len(ENGINE)

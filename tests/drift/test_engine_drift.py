@@ -75,7 +75,8 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
     endpoint = f"http://127.0.0.1:{port}"
     prom, stop_prom = start_prometheus([(f"127.0.0.1:{port}", {"specops_deployment": "drift"})], tmp_path)
     try:
-        _ok(cli("deploy", str(spec), timeout=1200))  # engine start 1
+        # engine start 1; vLLM's pre-launch check is tests/engines/test_vllm_check.py's (it accepts this launch)
+        _ok(cli("deploy", str(spec), "--no-check", timeout=1200))
         t0 = time.time()
         for i in range(2):  # two healthy windows, then the baseline from them
             _traffic(endpoint)
@@ -89,7 +90,7 @@ def test_a_target_swapped_under_a_running_deployment_is_flagged_and_named(cli, t
 
         _ok(cli("stop", "drift", timeout=300))
         _swap(tiny_models["target-v2"], served)  # the fine-tuned target pushed under the same path
-        _ok(cli("deploy", str(spec), "--force", "--no-check", "--reason",  # checked at start 1: same spec
+        _ok(cli("deploy", str(spec), "--force", "--no-check", "--reason",
                 "target pushed without retraining the draft", timeout=1200))  # engine start 2
         t0 = time.time()
         _traffic(endpoint)

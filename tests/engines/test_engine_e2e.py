@@ -1,11 +1,11 @@
 """Real vLLM engines on CPU, started and stopped through the `specops` CLI (no mocks).
 
-Two successful starts of their own (each ≈60 s on 2 shared cores with --enforce-eager, ≈170 s
-without): n-gram and draft_model, float32 so that greedy outputs can be compared exactly (bf16 batched
-verification can flip an argmax); the no-speculation side of the comparison is the session pool's
-baseline engine (tests/engines/pool.py, the same target, float32, read only). Plus one engine that
-dies while loading its (corrupt) weights. vLLM's pre-launch check runs once, for the n-gram deploy
-(where it passes); tests/engines/test_vllm_check.py has the launches it rejects. The n-gram engine is
+One successful start of their own (≈60 s on 2 shared cores with --enforce-eager, ≈170 s without): the
+n-gram deploy, float32; the lossless comparison (draft_model against no speculation, float32 so that greedy
+outputs can be compared exactly: bf16 batched verification can flip an argmax) is the session pool's two
+engines (tests/engines/pool.py, read only). Plus one engine that dies while loading its (corrupt) weights.
+vLLM's pre-launch check runs nowhere here: tests/engines/test_vllm_check.py has the launch it accepts and
+those it rejects. The n-gram engine is
 also timed against the pool's baseline: speculation must be faster, not only counted (issue 35).
 """
 
@@ -127,9 +127,9 @@ def _engine_pids(home: Path) -> list[int]:
     return pids
 
 
-def _deploy(cli, spec: Path, env: dict | None = None, check: bool = False):
-    """Deploy through the CLI; vLLM's own pre-launch check (10-40 s) only where asked."""
-    r = cli("deploy", str(spec), *([] if check else ["--no-check"]), env=env, timeout=START_TIMEOUT + 120)
+def _deploy(cli, spec: Path, env: dict | None = None):
+    """Deploy through the CLI, without vLLM's own pre-launch check (10-40 s; tests/engines/test_vllm_check.py)."""
+    r = cli("deploy", str(spec), "--no-check", env=env, timeout=START_TIMEOUT + 120)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 
@@ -148,7 +148,7 @@ def test_ngram_engine_serves_counts_speculation_and_stops_with_no_orphans(cli, t
     spec = _write_spec(tmp_path, "tiny-ngram", tiny_models["target-v1"], method="ngram", port=port,
                        api_key_env="TINY_NGRAM_KEY")
     env = {"TINY_NGRAM_KEY": "sk-tiny-secret"}
-    r = _deploy(cli, spec, env, check=True)
+    r = _deploy(cli, spec, env)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         assert "registered target target-v1@" in r.stdout
@@ -181,25 +181,22 @@ def test_ngram_engine_serves_counts_speculation_and_stops_with_no_orphans(cli, t
     assert json.loads(cli("status", "tiny-ngram", "-o", "json").stdout)[0]["status"] == "stopped"
 
 
-def test_draft_model_speculation_is_lossless_against_no_speculation(cli, tiny_models, engine_pool, engine_lock,
-                                                                    tmp_path, specops_home):
-    """The draft_model deploy; the engine without speculation is the pool's baseline (same target, float32,
-    max_model_len 512, eager), which used to be a second `specops deploy` of its own."""
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    spec = _write_spec(tmp_path, "tiny-draft", tiny_models["target-v1"], method="draft_model",
-                       draft=tiny_models["draft-v1"], port=port)
-    r = _deploy(cli, spec)
-    try:
-        assert "registered draft draft-v1@" in r.stdout
-        with_spec = _complete(endpoint, "tiny-draft")
-        c = _counters(endpoint, "tiny-draft")
-        assert c["num_drafts"] > 0 and c["num_draft_tokens"] == 3 * c["num_drafts"]
-        assert 0 < c["num_accepted_tokens"] <= c["num_draft_tokens"]
-        print(f"\ndraft_model γ=3 acceptance on {len(PROMPTS)} code prompts: {c.get('acceptance_rate')}")
-    finally:
-        _stop(cli, "tiny-draft", specops_home)
-    base = engine_pool.base
+def test_draft_model_speculation_is_lossless_against_no_speculation(engine_pool, engine_lock):
+    """The session pool's two engines (tests/engines/pool.py): draft_model γ=3 (target-v1 + draft-v1) against
+    the same target without speculation, both float32, max_model_len 512, eager: greedy outputs must be
+    identical. The speculative engine used to be a `specops deploy` of this test's own (one engine start);
+    the draft_model deploy's registration is tests/engines/test_deploy_gate.py's, a CLI deploy that starts and
+    stops an engine is the n-gram test's above. Counters are deltas around this test's own traffic."""
+    spec, base = engine_pool.spec, engine_pool.base
+    before = _counters(spec.url, spec.served_name)
+    with_spec = _complete(spec.url, spec.served_name)
+    c = _counters(spec.url, spec.served_name)
+    drafts = c["num_drafts"] - before.get("num_drafts", 0)
+    draft_tokens = c["num_draft_tokens"] - before.get("num_draft_tokens", 0)
+    accepted = c["num_accepted_tokens"] - before.get("num_accepted_tokens", 0)
+    assert drafts > 0 and draft_tokens == 3 * drafts
+    assert 0 < accepted <= draft_tokens
+    print(f"\ndraft_model γ=3 acceptance on {len(PROMPTS)} code prompts: {accepted / draft_tokens:.3f}")
     without = _complete(base.url, base.served_name)
     assert "no spec_decode counters" in _counters(base.url, base.served_name)["note"]
     assert with_spec == without

@@ -29,3 +29,23 @@ def test_vllm_rejects_an_unknown_extra_flag_with_its_own_message(cli, tiny_model
     r = cli("deploy", str(spec), timeout=300)
     assert r.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in r.stderr and "To fix:" in r.stderr
+
+
+def test_vllm_accepts_the_speculative_launch_the_engine_tests_deploy_unchecked(tiny_models, specops_home,
+                                                                              monkeypatch):
+    """The engine tests deploy without this check (--no-check, or the skip_vllm_check fixture): here vLLM's
+    parser and config validation accept a draft_model γ=3 float32 launch of the tiny pair (the pool's
+    speculative engine), argv and environment rendered by the product as `specops deploy` renders them."""
+    monkeypatch.delenv("SPECOPS_TEST_SKIP_VLLM_CHECK", raising=False)
+    from specops.engines.deploy import prepare
+    from specops.engines.spec import DeploymentSpec
+    from specops.engines.vllm_check import check_argv
+
+    spec = DeploymentSpec.model_validate({
+        "name": "accepted", "target": {"model": str(tiny_models["target-v1"])},
+        "draft": {"model": str(tiny_models["draft-v1"])},
+        "speculative": {"method": "draft_model", "num_speculative_tokens": 3},
+        "engine": {"max_model_len": 512, "dtype": "float32", "max_num_seqs": 8, "enforce_eager": True},
+        "serve": {"port": 18597}})
+    argv, env, *_ = prepare(spec, False)
+    check_argv(argv[argv.index("--model"):], env)  # raises CapabilityError when vLLM rejects it

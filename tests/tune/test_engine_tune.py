@@ -1,4 +1,5 @@
-"""A real, short tune run on the tiny models with the vLLM CPU engine (3 engine starts):
+"""A real, short tune run on the tiny models with the vLLM CPU engine (3 engine starts; vLLM's pre-launch
+check skipped by the skip_vllm_check fixture, tests/engines/test_vllm_check.py is where it is tested):
 
 1. `specops tune` runs in a subprocess over none, ngram γ=2 and draft_model γ=2 with a draft folder
    that does not exist; it is interrupted (SIGINT, as Ctrl-C) right after its first point is stored;
@@ -38,7 +39,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_models, engine_lock, specops_home):
+def test_a_short_real_tune_fails_one_config_resumes_and_fits_the_counters(tune_models, engine_lock, specops_home,
+                                                                          skip_vllm_check):
     args = ["tune", "--model", str(tune_models["target-v1"]), "--draft", "/nonexistent/draft",
             "--methods", "ngram,draft_model", "--gammas", "2", "--concurrency", "1,4", "--passes", "1", "--max-passes", "1",
             "--requests", "4", "--max-tokens", "24", "--enforce-eager", "--name", "ci-tiny", "--output", "json"]
