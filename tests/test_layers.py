@@ -43,7 +43,9 @@ ALLOWED: dict[str, set[str]] = {
     # drift -> k8s: the monitor's fallback on a Kubernetes deployment re-renders the spec and server-side
     # applies it (specops.k8s.reapply); no cycle, since k8s sits below and retrain already builds on it.
     "drift": {"checks", "retrain", "engines", "k8s", "metrics", "registry"},
-    "heal": {"drift", "checks", "retrain", "engines", "metrics", "registry"},
+    # heal -> k8s: `canary watch` promotes or rolls back a Kubernetes canary (specops.k8s.deploy), as drift's
+    # fallback re-applies a spec; k8s imports no capability above engines and registry, so no cycle.
+    "heal": {"drift", "checks", "retrain", "engines", "k8s", "metrics", "registry"},
 }
 """Capability package -> the capability packages it may import. Read bottom-up: registry and metrics
 stand alone; engines records deployments and reads live counters; everything that runs an engine

@@ -80,9 +80,9 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                 # none: P(gain) "
-    "0.59": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
+    "0.62": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
     "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.5 -o json  # eagle3 γ=1":
-        (0, r'"method": "eagle3"[\s\S]*"p_gain": 0\.5', None),
+        (0, r'"method": "eagle3",[^}]*?"num_speculative_tokens": 1,[\s\S]*"p_gain": 0\.6[12]', None),
     # recommend.md
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --adaptive-verification -o json":
         (0, r'"enable_adaptive_verification": true', None),
