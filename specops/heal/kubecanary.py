@@ -108,15 +108,6 @@ def _block(canary: str):
     return (spec.canary if spec is not None and spec.canary is not None else CanaryBlock()), spec
 
 
-def _row(reg, name: str):
-    from specops.errors import NotFoundError
-
-    try:
-        return reg.get_deployment(name)
-    except NotFoundError:
-        return None
-
-
 def watch_canary(canary: str, *, registry, namespace: str | None = None, prometheus_url: str | None = None,
                  window_s: int | None = None, alpha: float | None = None, min_gain: float | None = None,
                  budget: int | None = None, api_client=None, timeout_s: float = 600, poll_s: float = 1.0,
@@ -132,13 +123,13 @@ def watch_canary(canary: str, *, registry, namespace: str | None = None, prometh
     test, window = watch_params(block, window_s=window_s, alpha=alpha, min_gain=min_gain, budget=budget)
     ns = _namespace(canary, namespace, reg)
     _, stable = _canary(Cluster(api_client), canary, ns)  # refuses a stable or a missing Deployment
-    if _row(reg, stable) is None:
+    if reg.find_deployment(stable) is None:
         raise InputError(f"the stable {stable} of canary {canary} is not in the registry",
                          "deploy it with `specops deploy STABLE.yaml --platform kubernetes` (or use the registry "
                          "it was deployed with: --db)")
     reader = PrometheusReader.from_settings(prometheus_url)
     reader.ping()
-    crow, srow = _row(reg, canary), reg.get_deployment(stable)
+    crow, srow = reg.find_deployment(canary), reg.get_deployment(stable)
     candidate = (crow.draft_ref if crow is not None else None) or canary
     say(f"canary test: {canary} vs {stable} (namespace {ns}), windows of {window}s, at most {test.budget} "
         f"(alpha {test.alpha:g}, margin {test.min_gain:g}); traffic: {TRAFFIC_LIVE}")

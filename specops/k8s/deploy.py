@@ -302,7 +302,7 @@ def _namespace(name: str, namespace: str | None, reg) -> str:
     if namespace:
         return namespace
     if reg is not None:
-        row = _get_row(reg, name)
+        row = reg.find_deployment(name)
         labels = (getattr(row, "labels", None) or {}) if row is not None else {}
         if labels.get("namespace"):
             return labels["namespace"]
@@ -371,17 +371,8 @@ def promote(name: str, *, api_client=None, namespace: str | None = None, timeout
             "recorded in the registry" if reg is not None else "not recorded (no registry available)"]
 
 
-def _get_row(reg, name: str):
-    from specops.errors import NotFoundError
-
-    try:
-        return reg.get_deployment(name)
-    except NotFoundError:
-        return None
-
-
 def _record_promote(reg, canary: str, stable: str, ns: str) -> None:
-    row = _get_row(reg, canary)
+    row = reg.find_deployment(canary)
     if row is not None:
         fields = ("target_ref", "draft_ref", "method", "num_speculative_tokens", "vllm_version",
                   "engine_config", "argv_redacted")
@@ -403,7 +394,7 @@ def rollback(name: str, *, api_client=None, namespace: str | None = None, progre
     gone = _delete_canary(cluster, name, ns)
     say(f"deleted {', '.join(gone)}")
     if reg is not None:
-        if _get_row(reg, name) is not None:
+        if reg.find_deployment(name) is not None:
             reg.set_deployment_status(name, "stopped", actor="specops", reason="canary rolled back")
         reg.record_event("rollback", name, f"rolled back canary {name} of {stable} in namespace {ns}",
                          actor="specops", reason="canary rolled back", data={"stable": stable, "namespace": ns})

@@ -418,6 +418,13 @@ class DeploymentsMixin(ModelsMixin):
     def get_deployment(self, name: str) -> DeploymentPublic:
         return self._tx(lambda s: DeploymentPublic.model_validate(self._dep(s, name).model_dump()), write=False)
 
+    def find_deployment(self, name: str) -> DeploymentPublic | None:
+        """The deployment, or None where the registry has none of that name (``get_deployment`` raises)."""
+        try:
+            return self.get_deployment(name)
+        except NotFoundError:
+            return None
+
     def list_deployments(self) -> list[DeploymentPublic]:
         return self._tx(lambda s: [DeploymentPublic.model_validate(r.model_dump())
                                    for r in s.exec(select(Deployment).order_by(Deployment.name)).all()], write=False)
