@@ -46,7 +46,6 @@ from specops.planner.acceptance_data import (  # noqa: F401 - the table's names,
     DATA_FILE,
     EXCLUDED_FLAGS,
     AcceptanceRow,
-    draft_key,
     family_of,
     load_rows,
     params_of,
@@ -250,7 +249,7 @@ def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
         "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
         "structure": (o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
         "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
-        "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": draft_key(o.draft),
+        "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
         "workload": (o.method, "repetitive") if o.repetitive else None,
     }
@@ -292,7 +291,7 @@ class AcceptanceModel:
     def draft_offset(self, draft: str | None) -> float:
         """A named draft's rows speak for it: the mean effect of the sources that measured it (a draft measured
         by one source has its level in that source's effect, not in its own shrunk draft effect)."""
-        srcs = self.draft_sources.get(draft_key(draft))
+        srcs = self.draft_sources.get((draft or "").lower())
         if not srcs:
             return 0.0
         return statistics.fmean(self.effects["source"].get(s, 0.0) for s in srcs)
@@ -406,7 +405,7 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
     for o in obs:
         if o.row.draft:
-            key = draft_key(o.row.draft)
+            key = o.row.draft.lower()
             model.drafts[key] = (*model.drafts.get(key, ()), o.row.id)
             model.draft_sources[key] = model.draft_sources.get(key, frozenset()) | {o.row.source_id}
     # residuals a new source sees: without the row's own source effect
@@ -518,7 +517,7 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
             "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
-            "draft": draft_key(draft), "engine": engine, "source": None, "workload": None}
+            "draft": (draft or "").lower() or None, "engine": engine, "source": None, "workload": None}
     slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio),
               "target_size": ("*", xt)}
     rows = model.cells.get((method, cls), ())
@@ -538,7 +537,7 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
         method_rows=len(model.cells.get((method,), ())), task_shift=a - min(MAX_ALPHA, _sigmoid(y0)),
         decay_note=f"fitted on {', '.join(dec.rows[:4])}{' …' if len(dec.rows) > 4 else ''} ({dec.cell})" if dec.rows
         else "priors default: no per-position or γ-sweep row",
-        draft_rows=model.drafts.get(draft_key(draft), ()), evidence_note=note)
+        draft_rows=model.drafts.get((draft or "").lower(), ()), evidence_note=note)
 
 
 def _no_evidence_near(model: AcceptanceModel, method: str, cls: str, sd: float) -> tuple[float, str]:

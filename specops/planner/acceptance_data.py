@@ -155,23 +155,6 @@ def family_of(model_id: str | None) -> str:
     return ""
 
 
-QUANT_SUFFIX = re.compile(r"(?:[ _.-](?:q\d(?:_k)?(?:_[a-z0-9]+)?|gguf|fp8(?:-kv|-dynamic)?|int[48]|w\d+a\d+|awq|gptq|bf16|fp16|f16))+$")
-"""A checkpoint's storage format as hubs and llama.cpp append it to the model's name (' q8_0', ' Q4_K_M',
-'-FP8-KV', '-GGUF', '-AWQ'): the same weights, quantised."""
-
-
-def draft_key(name: str | None) -> str | None:
-    """The draft a row or a request names, spelled one way: lower-cased, without the hub organisation
-    ('meta-llama/') and without a storage-format suffix (QUANT_SUFFIX). 'Llama-3.2-1B-Instruct q8_0' (llama.cpp) and
-    'meta-llama/Llama-3.2-1B-Instruct' (vLLM) are one draft, so one source's rows of it speak for a request naming the
-    other spelling. None for no name."""
-    t = (name or "").strip().lower()
-    if not t:
-        return None
-    t = t.split("/")[-1]
-    return QUANT_SUFFIX.sub("", t) or t
-
-
 def params_of(model_id: str | None) -> float | None:
     """A model's size in billions as its name states it ('Llama-3.1-70B-Instruct' -> 70; 'Qwen3-30B-A3B' -> 30,
     the first size named, the total); None when the name states none."""
