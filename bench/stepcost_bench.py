@@ -8,7 +8,8 @@ Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner
 4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price; expert_half_mb as each held-out fold
    picks it;
 5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
-6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio;
+6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio split into
+   τ x cost and vLLM #20780's τ ratio of the same two heads;
 7. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
    n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
 
@@ -91,7 +92,8 @@ SHIPPED_BEFORE = {"draft_layer_overhead_ms": 0.08, "draft_lm_overhead_ms": 0.0}
 
 def draft_model_stratum() -> None:
     """The draft-model rows of heldout_2026-12.csv (70B/405B targets, 1B/3B/8B drafts), each predicted with the
-    acceptance model fitted without its source and the draft-cost pair the *other* draft-cost sources pick."""
+    acceptance model fitted without its source and the draft-cost pair the *other* draft-cost sources pick, and each
+    split into its τ and cost halves (what τ the published speedup needs at the model's cost, and the reverse)."""
     import statistics
 
     from specops.planner.draftcost import loso_draft_cost
