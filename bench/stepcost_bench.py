@@ -8,7 +8,8 @@ Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner
 4. the eager/graph pair (vllm-omni#7960) against the --enforce-eager price; expert_half_mb as each held-out fold
    picks it;
 5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
-6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio;
+6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio split into
+   τ x cost and vLLM #20780's τ ratio of the same two heads;
 7. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
    n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
 
@@ -91,7 +92,8 @@ SHIPPED_BEFORE = {"draft_layer_overhead_ms": 0.08, "draft_lm_overhead_ms": 0.0}
 
 def draft_model_stratum() -> None:
     """The draft-model rows of heldout_2026-12.csv (70B/405B targets, 1B/3B/8B drafts), each predicted with the
-    acceptance model fitted without its source and the draft-cost pair the *other* draft-cost sources pick."""
+    acceptance model fitted without its source and the draft-cost pair the *other* draft-cost sources pick, and each
+    split into its τ and cost halves (what τ the published speedup needs at the model's cost, and the reverse)."""
     import statistics
 
     from specops.planner.draftcost import loso_draft_cost
@@ -120,9 +122,17 @@ def draft_model_stratum() -> None:
           f"{statistics.median(r.error for r in before):.3f} -> {statistics.median(r.error for r in after):.3f} "
           f"over {len(after)} rows (vLLM before: 0.08 ms/layer, no fixed term; TensorRT-LLM 0/0 both; "
           f"γ the model's best where the source does not state it)")
+    print("   each row split into its two halves (after): the model's τ and step cost (step / baseline step), the τ the\n"
+          "   published speedup needs at the model's cost, and the cost it needs at the model's τ")
     for a, b in zip(before, after, strict=True):
+        cost = b.tau / b.predicted
         print(f"   {a.row.location.split('[')[-1][:-1]:<18} {a.row.hardware:<10} published {a.row.speedup:.2f} predicted "
-              f"{a.predicted:.2f} -> {b.predicted:.2f}")
+              f"{a.predicted:.2f} -> {b.predicted:.2f}  | τ {b.tau:.2f}, cost {cost:.2f}; needs τ {a.row.speedup * cost:.2f} "
+              f"or cost {b.tau / a.row.speedup:.2f}")
+    print("   (a cost under 1 is impossible: a verification reads every target weight, so those rows' miss is τ. AMD's rows\n"
+          "   ran sglang.bench_serving's `random` dataset: a ShareGPT prompt tiled to a length drawn uniformly up to\n"
+          "   8192, outputs up to 256, ignore_eos, temperature 0 - a repetitive prompt, and e2e latency that includes the\n"
+          "   prefill; docs/performance-model.md, 'Draft models at scale')")
 
 
 def draft_cost_section() -> None:
@@ -163,8 +173,26 @@ def sglang_eagle_sweep() -> None:
             line += f"  {name} published {x.row.speedup:.2f} predicted {x.predicted:.2f} (ln {x.log_ratio:+.2f});" if x \
                 else f"  {name} -;"
         if e1 and e3:
-            line += f"  ratio published {e1.row.speedup / e3.row.speedup:.2f}, predicted {e1.predicted / e3.predicted:.2f}"
+            line += f"  ratio published {e1.row.speedup / e3.row.speedup:.2f}, predicted {e1.predicted / e3.predicted:.2f}" \
+                    f" = τ {e1.tau / e3.tau:.2f} x cost {(e3.tau / e3.predicted) / (e1.tau / e1.predicted):.2f}"
         print(line)
+    _eagle_ratio_evidence()
+
+
+def _eagle_ratio_evidence() -> None:
+    """The EAGLE-1 / EAGLE-3 τ ratio where another source publishes both heads of Llama-3.1-8B on one chain length
+    (vLLM issue #20780: yuhuili's EAGLE and EAGLE3 heads, τ per γ), against the sweep's published speedup ratio: what
+    τ leaves of the published ratio is the cost ratio the EAGLE-1 head would need."""
+    from specops.planner.acceptance import load_rows
+
+    rows = [r for r in load_rows() if r.source_id == "vllm-issue-20780" and r.gamma == 3 and r.published_tau()]
+    by = {r.method: r for r in rows}
+    if "eagle" in by and "eagle3" in by:
+        t1, t3 = by["eagle"].published_tau(), by["eagle3"].published_tau()
+        t = t1 / t3
+        print(f"   τ ratio EAGLE/EAGLE-3 at chain 3 published by vLLM #20780 ({by['eagle'].id}/{by['eagle3'].id}): "
+              f"{t1:.2f}/{t3:.2f} = {t:.2f}; the sweep's published speedup ratio 0.67-0.77 then "
+              f"needs the EAGLE-1 step {t / 0.77:.2f}-{t / 0.67:.2f}x the EAGLE-3 step (the model prices them alike)")
 
 
 def cases() -> None:

@@ -63,6 +63,23 @@ def _load(path: str) -> tuple[DraftSizeSweepRow, ...]:
                  for r in rows)
 
 
+SWEEP_BITS = 8
+"""Both sweeps ran FP8 drafts beside their FP8 targets: AMD's serve command passes ``--speculative-model-quantization
+fp8`` with AMD's FP8-KV draft checkpoints, NVIDIA's steps quantise the draft checkpoint with ``quantize.py --qformat
+fp8``. vLLM does not quantise a separate draft with the target's ``--quantization`` (only MTP and DSpark drafts:
+vllm/config/speculative.py), so a plain ``recommend`` prices the catalog's 16-bit draft; the sweeps are priced as run."""
+
+
+@lru_cache(maxsize=1)
+def _sweep_catalogs():
+    from specops.planner.catalog import Catalogs, load_catalogs
+
+    cat = load_catalogs()
+    drafts = {r.draft for r in load_sweeps()}
+    return Catalogs(cat.gpus, [m.model_copy(update={"weight_bits": SWEEP_BITS}) if m.id in drafts else m
+                               for m in cat.models])
+
+
 def predicted_speedup(row: DraftSizeSweepRow, profile: EngineProfile, priors=None) -> float:
     from specops.planner import RecommendRequest, recommend
 
@@ -70,7 +87,7 @@ def predicted_speedup(row: DraftSizeSweepRow, profile: EngineProfile, priors=Non
                            draft=row.draft, num_speculative_tokens=row.gamma, batch_size=row.batch,
                            context_len=row.context_len, output_len=row.output_len, kv_cache_dtype="fp8",
                            allow_uncertain=True)
-    return recommend(req, calibration=profile, priors=priors).predicted.speedup
+    return recommend(req, catalogs=_sweep_catalogs(), calibration=profile, priors=priors).predicted.speedup
 
 
 def sweep_ratio_errors(rows: list[DraftSizeSweepRow], profile: EngineProfile, priors=None) -> list[tuple[DraftSizeSweepRow, float, float]]:

@@ -145,6 +145,8 @@ def _draft(row: PublishedRow, model) -> DraftSpec:
         return DraftSpec(row.method, None, 0.0)
     if row.method == "draft_model":
         arch = generic_model("draft", row.draft_params_b or model.params_b * DRAFT_REF_RATIO)
+        if model.weight_bits < arch.weight_bits:  # issue 37: the source quantised its draft as its target (draft_precision)
+            arch = arch.model_copy(update={"weight_bits": model.weight_bits})
         return DraftSpec("draft_model", "draft", arch.params_b, model=arch)
     if row.method == "dflash":  # a block-diffusion draft of a head's size, as recommend's typical one
         size = head_params(model, "dflash") / 1e9
