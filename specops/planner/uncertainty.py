@@ -90,6 +90,19 @@ models on TensorRT-LLM, the EAGLE-3 paper's harness rows) were cut off. Measured
 (bench/uncertainty_bench.py --ceiling-z Z, 142 rows): 1.2816 78% coverage at median hi/lo 1.98, lowest
 group of ≥ 10 rows 57%, Brier 0.081, regret 3.81 left / 1.73 slowdown; 1.645 80% at 1.94, 57%, 0.081,
 3.98 / 1.73; 1.96 80% at 1.95, 57%, 0.080, 3.98 / 1.73."""
+MONDRIAN_POOL: float | None = None
+"""Mondrian (group-conditional) calibration: None off. Else the range in z is the union of the 10th-90th
+percentile of every group the prediction belongs to (GROUPINGS), each group's own normalised residuals
+taking n/(n + MONDRIAN_POOL) of the weight against the stratum's pooled mixture (n: the group's sources)."""
+GROUPINGS: dict[str, Callable[[Stratum, str], str]] = {
+    "engine class": lambda s, m: s.engine,
+    "method family": lambda s, m: s.family,
+    "architecture": lambda s, m: s.arch,
+    "batch range": lambda s, m: s.batch,
+    "stratum": lambda s, m: s.label(),
+    "method": lambda s, m: m,
+}
+"""The groups issue 38's goal names (coverage ≥ 78% in each of ≥ 10 rows): what Mondrian calibration conditions on."""
 NEAR_DEPTH = 3
 """A stratum matched at least this deep (engine, family, architecture) with rows of its own is "near"."""
 
@@ -292,20 +305,69 @@ class RangeCalibration:
     (None: where every point records its prediction; False: plain split-conformal on r)."""
 
     def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT,
-                 adaptive: bool | None = None, **difficulty):
+                 adaptive: bool | None = None, mondrian: float | None = MONDRIAN_POOL,
+                 groupings: dict[str, Callable[[Stratum, str], str]] | None = None, density_depth: int = NEAR_DEPTH,
+                 **difficulty):
         self.points = list(points)
         self.pool, self.exponent = pool, exponent
+        self.mondrian = mondrian
+        self.groupings = GROUPINGS if groupings is None else groupings
         if adaptive is None:
             adaptive = bool(self.points) and all(p.speedup > 0 and p.tau > 0 for p in self.points)
-        self.difficulty = (Difficulty.fit(self.points, exponent=exponent, **difficulty) if adaptive and self.points
-                           else Difficulty.identity())
-        self.scores = [(p.log_ratio - self.difficulty.mu(p.where)) / self.difficulty.sigma(p.where) for p in self.points]
+        self.density_depth = density_depth
+        self._near: dict[tuple, dict[str, int]] = {}
+        for p in self.points:
+            near = self._near.setdefault(p.stratum.key(density_depth), {})
+            near[p.source] = near.get(p.source, 0) + 1
+        wheres = [replace(p.where, density=self.density(p.stratum, p.source)) for p in self.points]
+        self.difficulty = (Difficulty.fit(self.points, exponent=exponent, wheres=wheres, **difficulty)
+                           if adaptive and self.points else Difficulty.identity())
+        self.scores = [(p.log_ratio - self.difficulty.mu(w)) / self.difficulty.sigma(w)
+                       for p, w in zip(self.points, wheres, strict=True)]
         self._cache: dict[Stratum, Mixture] = {}
+        self._bounds: dict[tuple, tuple[float, float, str]] = {}
+
+    def density(self, stratum: Stratum, source: str = "") -> int:
+        """Evidence near a prediction: the calibration's sources (``source`` left out) that share its stratum to
+        ``density_depth`` levels (engine class, method family, architecture by default)."""
+        return sum(1 for s in self._near.get(stratum.key(self.density_depth), {}) if s != source)
 
     def mixture(self, stratum: Stratum) -> Mixture:
         if stratum not in self._cache:
             self._cache[stratum] = self._build(stratum)
         return self._cache[stratum]
+
+    def bounds(self, stratum: Stratum, method: str, level: float = LEVEL) -> tuple[float, float, str]:
+        """(z low, z high, the group that set the wider end or ""): the stratum mixture's (1 ∓ level)/2 quantiles,
+        and with Mondrian calibration (``mondrian`` a pool) the union with each group's own - the group's points
+        taking n/(n + pool) of the weight against the stratum's mixture, n its sources - so the range holds
+        ``level`` of each group's residuals, not only of all of them."""
+        key = (stratum, method, level)
+        if key in self._bounds:
+            return self._bounds[key]
+        mix = self.mixture(stratum)
+        a, b = (1 - level) / 2, (1 + level) / 2
+        lo, hi, which = mix.quantile(a), mix.quantile(b), ""
+        if self.mondrian is not None and self.points:
+            base = dict(zip(mix.logs, mix.weights, strict=True))  # score -> weight (ties merge: same quantiles)
+            for name, group in self.groupings.items():
+                g = group(stratum, method)
+                mine = [i for i, p in enumerate(self.points) if g and group(p.stratum, p.method) == g]
+                if not mine:
+                    continue
+                n_src = len({self.points[i].source for i in mine})
+                share = n_src / (n_src + self.mondrian)
+                w: dict[float, float] = {z: (1 - share) * x for z, x in base.items()}
+                for i, x in self._level(mine).items():
+                    w[self.scores[i]] = w.get(self.scores[i], 0.0) + share * x
+                zs = sorted(w)
+                m = Mixture(tuple(zs), tuple(w[z] for z in zs), 0, 0, 0, ())
+                glo, ghi = m.quantile(a), m.quantile(b)
+                if glo < lo or ghi > hi:
+                    which = name
+                lo, hi = min(lo, glo), max(hi, ghi)
+        self._bounds[key] = (lo, hi, which)
+        return lo, hi, which
 
     def _level(self, members: list[int]) -> dict[int, float]:
         counts: dict[str, int] = {}
@@ -400,11 +462,12 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
-    where = Where(stratum, speedup, tau, high, hardware_known, method)
+    where = Where(stratum, speedup, tau, high, hardware_known, method, calibration.density(stratum))
     mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
     logs = [mu + sigma * z for z in mix.logs]
     cap, floor = max(high, speedup), min(speedup / tau, speedup)
-    lo_q, hi_q = mu + sigma * mix.quantile((1 - level) / 2), mu + sigma * mix.quantile((1 + level) / 2)
+    z_lo, z_hi, _ = calibration.bounds(stratum, method, level)
+    lo_q, hi_q = mu + sigma * z_lo, mu + sigma * z_hi
     lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
     hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
     p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
