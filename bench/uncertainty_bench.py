@@ -325,7 +325,9 @@ def difficulty_section(held: list[Held]) -> None:
                                                                         "step")},
         "shipped + bias for prompt lookup and for suffix decoding": {
             "center_features": feats("model", "lookup", "suffix", "serving", "tau_spread", "step")},
-        "shipped (bias: draft model, engine, τ spread, S/τ; scale: engine, hw)": {},
+        "shipped (bias: draft model, engine, τ spread, S/τ; scale: engine, hw; Mondrian pool 1)": {},
+        "shipped without Mondrian (the range until 2026-12-03)": {"mondrian": None},
+        "shipped without Mondrian, drawn at 86%": {"mondrian": None, "level": 0.86},
         "shipped, ridge 5": {"ridge": 5.0},
         "shipped, scale floor 0.01": {"floor": 0.01},
         "shipped, scale floor 0.02": {"floor": 0.02},
@@ -351,7 +353,6 @@ def difficulty_section(held: list[Held]) -> None:
         "shipped, sources count equally (exponent 1)": {"exponent": 1.0},
         "shipped, exponent 0.75": {"exponent": 0.75},
         "shipped, drawn at 82% (a finite-sample correction in sources)": {"level": 0.82},
-        "shipped, drawn at 86%": {"level": 0.86},
         "shipped, calibrated without rows published above their ceiling": {"keep": _not_above_ceiling},
         "shipped + scale by evidence density (other sources near it)": {"scale_features": feats("serving", "hw",
                                                                                                "density")},
@@ -361,16 +362,21 @@ def difficulty_section(held: list[Held]) -> None:
                                                                                  "step", "density"),
                                                         "scale_features": feats("serving", "hw", "density")},
         "Mondrian by every goal group, pool 0 (each group's own z)": {"mondrian": 0.0},
+        "Mondrian by every goal group, pool 1 (shipped)": {"mondrian": 1.0},
         "Mondrian by every goal group, pool 3": {"mondrian": 3.0},
         "Mondrian by every goal group, pool 10": {"mondrian": 10.0},
         "Mondrian by every goal group, pool 3, drawn at 76%": {"mondrian": 3.0, "level": 0.76},
         "Mondrian by method, pool 0": {"mondrian": 0.0, "groupings": _grouping("method")},
+        "Mondrian by method and architecture, pool 1": {"mondrian": 1.0, "groupings": _grouping("method",
+                                                                                               "architecture")},
         "Mondrian by method and architecture, pool 3": {"mondrian": 3.0, "groupings": _grouping("method",
                                                                                                "architecture")},
         "Mondrian by stratum, pool 0": {"mondrian": 0.0, "groupings": _grouping("stratum")},
     }
+    from specops.planner.uncertainty import MONDRIAN_POOL
+
     print(f"-- variants of the difficulty model and the calibration, the same nested folds re-assessed (shipped ridge "
-          f"{unc.RIDGE:g}) --")
+          f"{unc.RIDGE:g}; each with the shipped Mondrian pool {MONDRIAN_POOL} unless it says otherwise) --")
     print(f"   {'variant':<66} {'cover':>5} {'hi/lo':>5} {'Brier':>5} {'left':>5} {'slow':>5}  lowest group of ≥ 10 rows; "
           f"lowest of those ≥ 90% within the bounds")
     sits = situations(held)
