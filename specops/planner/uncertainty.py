@@ -347,7 +347,7 @@ class RangeCalibration:
         return self._cache[stratum]
 
     def bounds(self, stratum: Stratum, method: str, level: float = LEVEL) -> tuple[float, float, str]:
-        """(z low, z high, the last group that widened it, as "grouping key (n rows, m sources)", or ""): the stratum
+        """(z low, z high, the last group that widened it, as "grouping key's n rows (m sources)", or ""): the stratum
         mixture's (1 ∓ level)/2 quantiles,
         and with Mondrian calibration (``mondrian`` a pool) the union with each group's own - the group's points
         taking n/(n + pool) of the weight against the stratum's mixture, n its sources - so the range holds
@@ -374,7 +374,7 @@ class RangeCalibration:
                 m = Mixture(tuple(zs), tuple(w[z] for z in zs), 0, 0, 0, ())
                 glo, ghi = m.quantile(a), m.quantile(b)
                 if glo < lo - 1e-12 or ghi > hi + 1e-12:
-                    which = f"{name} {g} ({len(mine)} rows, {n_src} sources)"
+                    which = f"{name} {g}'s {len(mine)} rows ({n_src} sources)"
                 lo, hi = min(lo, glo), max(hi, ghi)
         self._bounds[key] = (lo, hi, which)
         return lo, hi, which
@@ -456,12 +456,12 @@ class Uncertainty(Strict):
                    f"τ's 95% bound {self.tau_high:.2f} (τ {self.tau:.2f})")
         fit = ("" if self.bias == 0 and self.scale == 1 else
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
-        widened = f"; widened to hold {self.level:.0%} of the rows of its {self.widened_by}" if self.widened_by else ""
+        widened = f"; widened by {self.widened_by}" if self.widened_by else ""
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
                 f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
                 f"({self.stratum}) weigh {self.own_weight:.0%}, coarser strata the rest{widened}; bounded by "
-                f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
+                f"{ceiling} and all-rejected {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,

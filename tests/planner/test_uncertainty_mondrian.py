@@ -51,7 +51,7 @@ def test_mondrian_holds_a_group_the_difficulty_model_cannot_tell_apart():
     assert _covered(wide, pooled) < 0.6 and _covered(tight, pooled) == 1.0
     assert _covered(wide, by_method) >= 0.75 and _covered(tight, by_method) == 1.0
     lo, hi, group = by_method.bounds(HEAD, "eagle3")
-    assert group == "method eagle3 (40 rows, 40 sources)" and (lo, hi) != by_method.bounds(HEAD, "")[:2]
+    assert group == "method eagle3's 40 rows (40 sources)" and (lo, hi) != by_method.bounds(HEAD, "")[:2]
 
 
 def test_mondrian_only_widens_and_shrinks_a_thin_group_toward_the_pool():
@@ -92,6 +92,6 @@ def test_the_shipped_calibration_is_mondrian_and_the_plan_says_which_group_widen
     assert MONDRIAN_POOL == 1.0 and default_calibration().mondrian == 1.0
     plan = recommend(RecommendRequest(model="openai/gpt-oss-120b", gpu="B200", batch_size=1))
     ev = plan.predicted.evidence
-    m = re.search(r"widened to hold 80% of the rows of its ([^;]+) \((\d+) rows, (\d+) sources\)", ev)
+    m = re.search(r"widened by ([^;]+)'s (\d+) rows \((\d+) sources\)", ev)
     assert m and any(m.group(1).startswith(f"{name} ") for name in GROUPINGS), ev
     assert int(m.group(2)) >= int(m.group(3)) >= 1
