@@ -26,6 +26,11 @@ whether the row's hardware was known (a row that names no catalog GPU was predic
 fitted on the calibration points only (in the bench: each nested fold's inner residuals), each source's rows
 weighing rows ** -SOURCE_EXPONENT. The strata's mixtures hold the normalised residuals z = (r − μ)/σ.
 
+**Mondrian** (group-conditional; :meth:`RangeCalibration.bounds`): z(0.1) and z(0.9) are the union of the stratum
+mixture's and those of every group the prediction belongs to (GROUPINGS: engine class, method family, architecture,
+batch range, stratum, method), each group's own z weighing n/(n + MONDRIAN_POOL) against the mixture (n: its
+sources), so that a range holds 80% of each group's residuals, not only of all of them.
+
 **The range** is split-conformal on that distribution: [S·e^(μ+σ·z(0.1)), S·e^(μ+σ·z(0.9))] of the weighted
 quantiles of z for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
 physics: never above τ (the tokens one verification step yields: a step costs at least a plain
