@@ -385,7 +385,7 @@ class Uncertainty(Strict):
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
                 f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
-                f"({self.stratum}) weigh {self.own_weight:.0%}, coarser strata the rest{widened}; bounded by "
+                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled{widened}; bounded by "
                 f"{ceiling} and all-rejected {self.floor:.2f}x{near}")
 
 
