@@ -26,6 +26,7 @@ class Where:
     tau_high: float
     hardware_known: bool = True
     method: str = ""
+    density: float = 0.0  # sources of the calibration, its own left out, near it (uncertainty.RangeCalibration.density)
 
 
 def _center_features(w: Where) -> list[float]:
@@ -101,7 +102,7 @@ class Difficulty:
     def fit(cls, points: Sequence, *, exponent: float = 0.5, ridge: float = RIDGE,
             center_features: Callable[[Where], list[float]] | None = None,
             scale_features: Callable[[Where], list[float]] | None = None, cap: float = CENTER_CAP,
-            huber: float = HUBER, floor: float = SCALE_FLOOR) -> Difficulty:
+            huber: float = HUBER, floor: float = SCALE_FLOOR, wheres: Sequence[Where] | None = None) -> Difficulty:
         """Fitted on ``points`` (uncertainty.ResidualPoint: .source, .log_ratio, .where); ``center_features`` /
         ``scale_features``: default CENTER_FEATURES / SCALE_FEATURES;
         ``lambda w: [1.0]`` fits a constant)."""
@@ -111,7 +112,7 @@ class Difficulty:
             counts[p.source] = counts.get(p.source, 0) + 1
         raw = [counts[p.source] ** -exponent for p in points]
         ws = [w * len(counts) / sum(raw) for w in raw]
-        wheres = [p.where for p in points]
+        wheres = list(wheres) if wheres is not None else [p.where for p in points]
         xs, ys = [cf(w) for w in wheres], [p.log_ratio for p in points]
         center = _ridge(xs, ys, ws, ridge)
         for _ in range(HUBER_STEPS if huber else 0):  # Huber: a far-off residual pulls by δ, not by its size

@@ -26,6 +26,11 @@ whether the row's hardware was known (a row that names no catalog GPU was predic
 fitted on the calibration points only (in the bench: each nested fold's inner residuals), each source's rows
 weighing rows ** -SOURCE_EXPONENT. The strata's mixtures hold the normalised residuals z = (r − μ)/σ.
 
+**Mondrian** (group-conditional; :meth:`RangeCalibration.bounds`): z(0.1) and z(0.9) are the union of the stratum
+mixture's and those of every group the prediction belongs to (GROUPINGS: engine class, method family, architecture,
+batch range, stratum, method), each group's own z weighing n/(n + MONDRIAN_POOL) against the mixture (n: its
+sources), so that a range holds 80% of each group's residuals, not only of all of them.
+
 **The range** is split-conformal on that distribution: [S·e^(μ+σ·z(0.1)), S·e^(μ+σ·z(0.9))] of the weighted
 quantiles of z for the nominal LEVEL 80%, widened to hold the point S itself, then bounded by
 physics: never above τ (the tokens one verification step yields: a step costs at least a plain
@@ -48,9 +53,7 @@ acceptance model are fitted and the residual distribution calibrated on the othe
 from __future__ import annotations
 
 import bisect
-import csv
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -60,6 +63,14 @@ from pydantic import Field
 from specops.models import Strict
 from specops.planner.difficulty import Difficulty, Where
 from specops.planner.evidence import SERVING_ENGINES
+from specops.planner.uncertainty_rows import (  # noqa: F401 - the names the bench, tests and evidence import from here
+    HELDOUT_FILE,
+    calibration_rows,
+    legacy_interval,
+    load_heldout_2026_12,
+    source_key,
+    unify_sources,
+)
 
 LEVEL = 0.80
 """Nominal coverage of every range."""
@@ -90,6 +101,28 @@ models on TensorRT-LLM, the EAGLE-3 paper's harness rows) were cut off. Measured
 (bench/uncertainty_bench.py --ceiling-z Z, 142 rows): 1.2816 78% coverage at median hi/lo 1.98, lowest
 group of ≥ 10 rows 57%, Brier 0.081, regret 3.81 left / 1.73 slowdown; 1.645 80% at 1.94, 57%, 0.081,
 3.98 / 1.73; 1.96 80% at 1.95, 57%, 0.080, 3.98 / 1.73."""
+MONDRIAN_POOL: float | None = 1.0
+"""Mondrian (group-conditional) calibration (None: off): the range in z is the union of the stratum mixture's
+10th-90th percentile and that of every group the prediction belongs to (GROUPINGS, the groups issue 38's goal
+names), each group's own normalised residuals taking n/(n + MONDRIAN_POOL) of the weight against the stratum's
+mixture (n: the group's sources). Measured nested (bench/uncertainty_bench.py, variants; 142 rows, 2026-12-03):
+off, 80% coverage at median hi/lo 2.05 with 6 groups of ≥ 10 rows below 78%, 3 of them (EAGLE-3 72%, MoE 76%,
+harness/head/dense/batch 1-2 76%) with ≥ 90% of their rows inside the physics bounds, i.e. short for the
+calibration's sake; pool 1: 85% at 2.66, the 3 groups below 78% all bounded by physics (serving/model/dense/
+batch 1-2: 64% of its rows lie between the floor and the ceiling; method family model 76%; draft_model 75%),
+Brier and regret unchanged (P(gain) and the expected speedup read the stratum mixture, not the union); pool 3
+82% at 2.57 with EAGLE-3 at 75%; pool 0 85% at 2.68. Coverage in every group first (issue 38), so on,
+at the cost of width: the residuals' between-source share (71% of their variance) is what a source not yet
+seen must be covered for."""
+GROUPINGS: dict[str, Callable[[Stratum, str], str]] = {
+    "engine class": lambda s, m: s.engine,
+    "method family": lambda s, m: s.family,
+    "architecture": lambda s, m: s.arch,
+    "batch range": lambda s, m: s.batch,
+    "stratum": lambda s, m: s.label(),
+    "method": lambda s, m: m,
+}
+"""The groups issue 38's goal names (coverage ≥ 78% in each of ≥ 10 rows): what Mondrian calibration conditions on."""
 NEAR_DEPTH = 3
 """A stratum matched at least this deep (engine, family, architecture) with rows of its own is "near"."""
 
@@ -135,92 +168,6 @@ class Stratum:
 
 def stratum_of(*, engine: str, method: str, kind: str | None, moe: bool, batch: int) -> Stratum:
     return Stratum(engine_class(engine), method_family(method), arch_class(kind, moe), batch_class(batch))
-
-
-# --- sources ----------------------------------------------------------------------------------------
-
-def source_key(source: str) -> str:
-    """One name per source across files: an issue or PR by its number, a TensorRT-LLM tech blog by its
-    number, else the source text up to its first parenthesis or comma."""
-    s = source.lower()
-    m = re.search(r"\b(pr|issue)\s*#\s*(\d+)", s)
-    if m:
-        repo = next((k for k in ("specforge", "sglang", "vllm", "llama.cpp", "eagle", "mlx", "omlx", "speculators")
-                     if k in s[:m.start()]), "")
-        return f"{repo} {m.group(1)} #{m.group(2)}"
-    m = re.search(r"tech[ _]?blog[ _]?(\d+)|blogs?/tech_blog/blog(\d+)", s)
-    if m:
-        return f"tensorrt-llm tech blog {m.group(1) or m.group(2)}"
-    return re.split(r"[(,]", s, maxsplit=1)[0].strip()
-
-
-def unify_sources(rows: Iterable) -> list:
-    """Rows whose sources share a :func:`source_key` get the first spelling of it, so leaving a source
-    out leaves all of its rows out (the same SpecForge issue is spelled two ways in playbooks/data)."""
-    first: dict[str, str] = {}
-    out = []
-    for r in rows:
-        name = first.setdefault(source_key(r.source), r.source)
-        out.append(r if name == r.source else replace(r, source=name))
-    return out
-
-
-# --- the handed-over rows of 2026-12 ------------------------------------------------------------------
-
-HELDOUT_FILE = "heldout_2026-12.csv"
-ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang", "trt-llm": "tensorrt-llm", "tensorrt-llm": "tensorrt-llm"}
-
-
-def _arg(args: str, flag: str) -> str | None:
-    m = re.search(rf"{flag}\s+(\S+)", args)
-    return m.group(1) if m else None
-
-
-def load_heldout_2026_12() -> list:
-    """playbooks/data/heldout_2026-12.csv (its own columns, see its README in shared/data) as
-    :class:`~specops.planner.priors.PublishedRow`: the setup from ``recommend_args``, the engine from
-    ``engine_class``, γ left unstated where the source does not state it (the model's best γ is used)."""
-    from specops.planner.evidence import size_in_name
-    from specops.planner.priors import PublishedRow, _method, _task
-    from specops.playbooks import playbook_path
-
-    out = []
-    with open(playbook_path("data", HELDOUT_FILE), newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            args = r["recommend_args"]
-            method, gen = _method(r["method_published"])
-            cls = re.match(r"[a-z0-9_]+", r["method_class"]).group(0)  # "dflash(proxy for dspark)" -> dflash
-            method = (method or cls) if cls in ("eagle", "eagle3") else cls  # a head keeps its published generation
-            gamma = int(r["gamma_published"]) if r["gamma_published"].isdigit() else None
-            gpus = int(r["gpus"] or 1)
-            engine = ENGINE_NAMES.get(r["engine_class"].lower(), "other")
-            speedup = float(r["published_speedup"]) if r["published_speedup"] else None
-            params = _arg(args, "--params-b")
-            out.append(PublishedRow(
-                source=r["source"], location=f"{r['location']} [{r['id']}]", target=_arg(args, "--model") or r["model"],
-                params_b=float(params) if params else None, method=method, generation=gen, structure="chain",
-                gamma=gamma, tree_tokens=None, task=_task(r["task_flag"]), temperature=float(r["temperature"] or 0),
-                temperature_stated=bool(r["temperature"]), batch=int(r["batch"] or 1), batch_known=bool(r["batch"]),
-                hardware=f"{gpus}x {r['gpu']}", engine=engine, tau=None, acceptance_rate=None, rate_is_alpha=False,
-                speedup=speedup, draft_params_b=size_in_name(r["draft"].lower()) if method == "draft_model" else None,
-                notes=f"engine={engine}; flags={r['flags']}; {r['notes']}", context_len=int(r["context_len"] or 0) or None,
-                draft_id=r["draft"] or None, quantization=_arg(args, "--quantization"), catalog_target=True))
-    return out
-
-
-def _same_measurement(a, b) -> bool:
-    return (source_key(a.source) == source_key(b.source) and a.method == b.method and a.batch == b.batch
-            and a.speedup is not None and b.speedup is not None and abs(a.speedup - b.speedup) < 0.006)
-
-
-def calibration_rows() -> list:
-    """Every published row the ranges are calibrated on: DATA_FILES and the 2026-12 hand-over (its rows
-    already in DATA_FILES - same source, method, batch and speedup - dropped), sources unified."""
-    from specops.planner.priors import load_published
-
-    rows = load_published()
-    extra = [r for r in load_heldout_2026_12() if not any(_same_measurement(r, o) for o in rows)]
-    return unify_sources(rows + extra)
 
 
 # --- the calibrated distribution -------------------------------------------------------------------
@@ -292,20 +239,70 @@ class RangeCalibration:
     (None: where every point records its prediction; False: plain split-conformal on r)."""
 
     def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT,
-                 adaptive: bool | None = None, **difficulty):
+                 adaptive: bool | None = None, mondrian: float | None = MONDRIAN_POOL,
+                 groupings: dict[str, Callable[[Stratum, str], str]] | None = None, density_depth: int = NEAR_DEPTH,
+                 **difficulty):
         self.points = list(points)
         self.pool, self.exponent = pool, exponent
+        self.mondrian = mondrian
+        self.groupings = GROUPINGS if groupings is None else groupings
         if adaptive is None:
             adaptive = bool(self.points) and all(p.speedup > 0 and p.tau > 0 for p in self.points)
-        self.difficulty = (Difficulty.fit(self.points, exponent=exponent, **difficulty) if adaptive and self.points
-                           else Difficulty.identity())
-        self.scores = [(p.log_ratio - self.difficulty.mu(p.where)) / self.difficulty.sigma(p.where) for p in self.points]
+        self.density_depth = density_depth
+        self._near: dict[tuple, dict[str, int]] = {}
+        for p in self.points:
+            near = self._near.setdefault(p.stratum.key(density_depth), {})
+            near[p.source] = near.get(p.source, 0) + 1
+        wheres = [replace(p.where, density=self.density(p.stratum, p.source)) for p in self.points]
+        self.difficulty = (Difficulty.fit(self.points, exponent=exponent, wheres=wheres, **difficulty)
+                           if adaptive and self.points else Difficulty.identity())
+        self.scores = [(p.log_ratio - self.difficulty.mu(w)) / self.difficulty.sigma(w)
+                       for p, w in zip(self.points, wheres, strict=True)]
         self._cache: dict[Stratum, Mixture] = {}
+        self._bounds: dict[tuple, tuple[float, float, str]] = {}
+
+    def density(self, stratum: Stratum, source: str = "") -> int:
+        """Evidence near a prediction: the calibration's sources (``source`` left out) that share its stratum to
+        ``density_depth`` levels (engine class, method family, architecture by default)."""
+        return sum(1 for s in self._near.get(stratum.key(self.density_depth), {}) if s != source)
 
     def mixture(self, stratum: Stratum) -> Mixture:
         if stratum not in self._cache:
             self._cache[stratum] = self._build(stratum)
         return self._cache[stratum]
+
+    def bounds(self, stratum: Stratum, method: str, level: float = LEVEL) -> tuple[float, float, str]:
+        """(z low, z high, the last group that widened it, as "grouping key's n rows (m sources)", or ""): the stratum
+        mixture's (1 ∓ level)/2 quantiles,
+        and with Mondrian calibration (``mondrian`` a pool) the union with each group's own - the group's points
+        taking n/(n + pool) of the weight against the stratum's mixture, n its sources - so the range holds
+        ``level`` of each group's residuals, not only of all of them."""
+        key = (stratum, method, level)
+        if key in self._bounds:
+            return self._bounds[key]
+        mix = self.mixture(stratum)
+        a, b = (1 - level) / 2, (1 + level) / 2
+        lo, hi, which = mix.quantile(a), mix.quantile(b), ""
+        if self.mondrian is not None and self.points:
+            base = dict(zip(mix.logs, mix.weights, strict=True))  # score -> weight (ties merge: same quantiles)
+            for name, group in self.groupings.items():
+                g = group(stratum, method)
+                mine = [i for i, p in enumerate(self.points) if g and group(p.stratum, p.method) == g]
+                if not mine:
+                    continue
+                n_src = len({self.points[i].source for i in mine})
+                share = n_src / (n_src + self.mondrian)
+                w: dict[float, float] = {z: (1 - share) * x for z, x in base.items()}
+                for i, x in self._level(mine).items():
+                    w[self.scores[i]] = w.get(self.scores[i], 0.0) + share * x
+                zs = sorted(w)
+                m = Mixture(tuple(zs), tuple(w[z] for z in zs), 0, 0, 0, ())
+                glo, ghi = m.quantile(a), m.quantile(b)
+                if glo < lo - 1e-12 or ghi > hi + 1e-12:
+                    which = f"{name} {g}'s {len(mine)} rows ({n_src} sources)"
+                lo, hi = min(lo, glo), max(hi, ghi)
+        self._bounds[key] = (lo, hi, which)
+        return lo, hi, which
 
     def _level(self, members: list[int]) -> dict[int, float]:
         counts: dict[str, int] = {}
@@ -370,6 +367,8 @@ class Uncertainty(Strict):
                         "(positive: the point model tends to underpredict such setups); the range is centred on it.")
     scale: float = Field(1.0, description="σ: how far off, in ln speedup, the difficulty model expects such a "
                          "prediction to be, relative to the calibration's normalised residuals.")
+    widened_by: str = Field("", description="The group (Mondrian calibration) whose own residuals widened the range "
+                            "beyond its stratum's: grouping, key, rows and sources; empty when none did.")
 
     # names the plan and the old evidence object shared
     @property
@@ -382,11 +381,12 @@ class Uncertainty(Strict):
                    f"τ's 95% bound {self.tau_high:.2f} (τ {self.tau:.2f})")
         fit = ("" if self.bias == 0 and self.scale == 1 else
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
+        widened = f"; widened by {self.widened_by}" if self.widened_by else ""
         return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
                 f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
-                f"({self.stratum}) weigh {self.own_weight:.0%}, coarser strata the rest; bounded by "
-                f"{ceiling} and the all-rejected {self.floor:.2f}x{near}")
+                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled{widened}; bounded by "
+                f"{ceiling} and all-rejected {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
@@ -400,11 +400,12 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
-    where = Where(stratum, speedup, tau, high, hardware_known, method)
+    where = Where(stratum, speedup, tau, high, hardware_known, method, calibration.density(stratum))
     mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
     logs = [mu + sigma * z for z in mix.logs]
     cap, floor = max(high, speedup), min(speedup / tau, speedup)
-    lo_q, hi_q = mu + sigma * mix.quantile((1 - level) / 2), mu + sigma * mix.quantile((1 + level) / 2)
+    z_lo, z_hi, widened = calibration.bounds(stratum, method, level)
+    lo_q, hi_q = mu + sigma * z_lo, mu + sigma * z_hi
     lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
     hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
     p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
@@ -425,7 +426,7 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
                        rows=mix.own_rows, sources=mix.own_sources, matched_on=LEVELS[mix.depth],
                        own_weight=round(mix.own_share, 3),
                        stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH, median_error=round(med, 3),
-                       cited=list(mix.cites), bias=round(mu, 3), scale=round(sigma, 3))
+                       cited=list(mix.cites), bias=round(mu, 3), scale=round(sigma, 3), widened_by=widened)
 
 
 def tau_ceiling(prior, gamma: int, tau: float, *, z: float | None = None) -> float:
@@ -503,40 +504,3 @@ def pick(judged: Sequence[Judged], *, min_p_gain: float, score: Callable[[Judged
 def rule_text(min_p_gain: float) -> str:
     return (f"best expected speedup among candidates with P(gain) ≥ {min_p_gain:.2f} and expected speedup > 1 "
             f"({LEVEL:.0%} ranges)")
-
-
-# --- legacy: the range before issue 38, kept for the bench's before/after ------------------------------
-
-def legacy_interval(speedup: float, *, method: str, batch: int, gpu_class: str, moe: bool, residuals) -> tuple:
-    """(low, high) of the range `recommend` printed before this module: the 10th/90th percentile of the
-    residuals of the most similar rows (min/max below 5), widened by e^±0.1, no bounds."""
-    from specops.planner.evidence import batch_range
-
-    res = list(residuals)
-    rng = batch_range(batch)
-    levels = [
-        lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe and r.gpu_class == gpu_class,
-        lambda r: r.row.method == method and batch_range(r.row.batch) == rng and r.moe == moe,
-        lambda r: r.row.method == method and batch_range(r.row.batch) == rng,
-        lambda r: r.row.method == method,
-        lambda r: True,
-    ]
-    pick_ = res
-    for keep in levels:
-        alike = [r for r in res if keep(r) and (r.row.batch_known or r.row.batch == 1)]
-        serving = [r for r in alike if r.row.engine in SERVING_ENGINES]
-        pick_ = serving if len(serving) >= 3 else alike
-        if len(pick_) >= 3:
-            break
-    logs = sorted(r.log_ratio for r in pick_) or [0.0]
-    if len(logs) >= 5:
-        lo, hi = _q(logs, 0.1), _q(logs, 0.9)
-    else:
-        lo, hi = logs[0], logs[-1]
-    return speedup * math.exp(lo - 0.1), speedup * math.exp(hi + 0.1)
-
-
-def _q(v: list[float], q: float) -> float:
-    pos = q * (len(v) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
