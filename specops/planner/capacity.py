@@ -136,14 +136,15 @@ def _verdict(plan: Plan, slo: CapacityRequest) -> tuple[bool, str]:
 
 
 def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest,
-                   ranks: int = 1) -> tuple[float, str]:
+                   ranks: int = 1, prefill_cost_ms: float | None = None) -> tuple[float, str]:
     """(highest rate a batch of ``n`` keeps up with within ``slo``, what binds above it), by bisection over
     planner/load.py's ``loaded`` (prefills take ρ = rate × prefill of each second; TPOT/(1 − ρ); Little's law:
     rate × latency ≤ n). Every condition only gets worse as the rate rises."""
     from specops.planner.load import loaded
 
     def fails(q: float) -> str:
-        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks)
+        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks,
+                    prefill_cost_ms=prefill_cost_ms)
         if not ld.feasible:
             return "prefill"
         if q * ld.latency_s > n:
@@ -178,6 +179,8 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     ``tpot_scale`` > 1 asks the prediction for a TPOT that many times lower (a speedup at the low end of its
     range makes the real TPOT that much higher). ``max_batch``: the most requests in flight (a client's
     concurrency cap, as a benchmark's ``--max-concurrency``); None: the batch that fits."""
+    from specops.planner.chunked_prefill import prefill_cost_ms
+
     plans: dict[int, Plan] = {}
     rates: dict[int, tuple[float, str]] = {}
 
@@ -185,7 +188,7 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
         if n not in rates:
             plans[n] = p = plan_at(base.model_copy(update={"qps": None, "batch_size": n}))
             rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
-                                      base.data_parallel_size)
+                                      base.data_parallel_size, prefill_cost_ms(base, p))
         return rates[n][0]
 
     rate(1)
