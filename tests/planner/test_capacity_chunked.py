@@ -1,0 +1,104 @@
+"""Capacity under load (issue 44): chunked prefill riding on decode's weight read, and data-parallel ranks stepping in
+lockstep (specops/planner/chunked_prefill.py, specops/planner/load.py).
+
+Nothing is faked: the shipped catalogs, profiles and step-cost model. Ground truths come by other routes: vLLM 0.33's
+own default table (engine/arg_utils.py), a weight read computed from the catalog's parameter count and the GPU's
+datasheet bandwidth, a Monte Carlo of independent ranks, and a published measurement
+(playbooks/data/capacity_2026-12.csv row C05).
+"""
+
+import csv
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _setup(model: str, gpu: str, context_len: int, **extra):
+    from specops.api.recommend import build_request
+    from specops.planner.catalog import load_catalogs
+    from specops.planner.perfmodel import engine_profile
+    from specops.planner.recommend import resolve
+
+    req = build_request(model=model, gpu=gpu, context_len=context_len, output_len=100, method="none", **extra)
+    return resolve(req, load_catalogs(), engine_profile(req.engine))
+
+
+@pytest.mark.parametrize("gpu, tokens", [("H100", 8192), ("H200", 8192), ("B200", 16384), ("A100-80GB", 2048),
+                                         ("RTX4090", 2048), ("L4", 2048)])
+def test_the_chunk_budget_is_vllm_0_33s_api_server_default(gpu, tokens):
+    """vllm 0.33.0 engine/arg_utils.py get_batch_defaults, OPENAI_API_SERVER: ≥ 160 GiB 16384; ≥ 70 GiB and not an
+    A100 8192; else 2048."""
+    from specops.planner.catalog import load_catalogs
+    from specops.planner.chunked_prefill import batched_tokens
+
+    assert batched_tokens(load_catalogs().gpu(gpu)) == tokens
+
+
+def test_a_short_prompt_rides_on_the_decodes_weight_read():
+    """Mistral-7B (7.25 B parameters, BF16) on an RTX 4090 (1008 GB/s): a 256-token prompt packed into a decode step
+    of 8 sequences does not read the 14.5 GB of weights again, so it takes the decode at least the weight read
+    (less the overlap penalty's share) less than its own forward."""
+    from specops.planner.chunked_prefill import mixed_share
+    from specops.planner.perfmodel import prefill_ms
+
+    model, gpu, setup = _setup("mistralai/Mistral-7B-Instruct-v0.3", "RTX4090", 256, params_b=7.25)
+    alone = prefill_ms(setup, 256, "auto")
+    read_ms = 7.25e9 * 2 / (gpu.bandwidth_gbs * 1e9) * 1000  # at the datasheet's peak: a lower bound of the read
+    share = mixed_share(setup, context_len=256, batch=8, tokens_per_seq=1, kv_len=300, kv_dtype="auto")
+    assert 0 < share < 1
+    assert alone * share <= alone - (1 - setup.profile.overlap_penalty) * read_ms
+
+
+def test_a_long_prompt_is_compute_bound_and_saves_little():
+    """32K tokens of Llama-3.1-8B on an H100: four 8192-token chunks, each far past the roofline's ridge; what the
+    decode's weight read hides is a few ms of seconds, so the prefill costs the decode nearly all of its forward."""
+    from specops.planner.chunked_prefill import mixed_share
+
+    _, _, setup = _setup("meta-llama/Llama-3.1-8B-Instruct", "H100", 32768)
+    share = mixed_share(setup, context_len=32768, batch=8, tokens_per_seq=1, kv_len=32800, kv_dtype="auto")
+    assert 0.9 < share <= 1
+
+
+def test_data_parallel_ranks_stall_whenever_any_rank_prefills():
+    """Ranks step in lockstep: the decode waits whenever any of R ranks runs a prefill. Monte Carlo of R independent
+    ranks, each busy prefilling ρ of its steps, against the load model's stretch of TPOT."""
+    from specops.planner.load import loaded
+
+    rng = random.Random(44)
+    q, prefill, ranks = 2.0, 50.0, 8
+    rho = q * prefill / 1000
+    steps = 40000
+    stalled = sum(any(rng.random() < rho for _ in range(ranks)) for _ in range(steps)) / steps
+    dp = loaded(q, prefill_ms=prefill, tpot_ms=20.0, output_len=100, ranks=ranks)
+    one = loaded(q, prefill_ms=prefill, tpot_ms=20.0, output_len=100)
+    assert dp.tpot_ms == pytest.approx(20.0 / (1 - stalled), rel=0.03)
+    assert dp.tpot_ms > one.tpot_ms * 1.5  # not ρ: a prefill on one rank holds all eight
+
+
+def test_the_4090_row_at_concurrency_16_is_predicted_within_the_bench_goal():
+    """Published (row C05): Mistral-7B on one RTX 4090, 256-token prompts, 100 output tokens, concurrency 16:
+    6.44 req/s at a mean TPOT of 23.5 ms. The capacity search at that TPOT and concurrency lands within |ln| 0.30
+    (charging each prefill whole, it said 3.75 req/s: ln −0.54)."""
+    from specops.api.recommend import build_request, recommend_with_defaults
+    from specops.planner.capacity import CapacityRequest, replica_capacity
+    from specops.planner.load import at_rate
+
+    row = next(r for r in csv.DictReader((REPO / "playbooks/data/capacity_2026-12.csv").open(encoding="utf-8"))
+               if r["id"] == "C05")
+    base = build_request(model=row["model"], gpu=row["gpu"], gpus=1, params_b=float(row["params_b"]),
+                         context_len=int(row["context_len"]), output_len=int(row["output_len"]), method="none",
+                         tpot_ms=float(row["tpot_ms"]))
+
+    def at_batch(req):
+        return recommend_with_defaults(req, use_registry=False)
+
+    def plan_at(req):
+        return at_batch(req) if req.qps is None else at_rate(req, at_batch)
+
+    slo = CapacityRequest(gpus_available=1, qps=1.0, tpot_slo_ms=float(row["tpot_ms"]))
+    cap, _, _ = replica_capacity(plan_at, base, slo, max_batch=int(row["concurrency"]))
+    assert abs(math.log(cap / float(row["published_rps_per_gpu"]))) <= 0.30
