@@ -180,13 +180,15 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     range makes the real TPOT that much higher). ``max_batch``: the most requests in flight (a client's
     concurrency cap, as a benchmark's ``--max-concurrency``); None: the batch that fits."""
     from specops.planner.chunked_prefill import prefill_cost_ms
+    from specops.planner.load import slowest_rank_batch
 
     plans: dict[int, Plan] = {}
     rates: dict[int, tuple[float, str]] = {}
 
     def rate(n: int) -> float:
         if n not in rates:
-            plans[n] = p = plan_at(base.model_copy(update={"qps": None, "batch_size": n}))
+            plans[n] = p = plan_at(base.model_copy(update={
+                "qps": None, "batch_size": slowest_rank_batch(n, base.data_parallel_size)}))
             rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
                                       base.data_parallel_size, prefill_cost_ms(base, p))
         return rates[n][0]

@@ -50,12 +50,19 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
     sequences × ``tokens_per_seq`` new tokens over ``kv_len``) / (its prefill run alone), in (0, 1].
 
     Data-parallel attention (``setup.dp_attention``): the prompt is prefilled on one rank, the decode batch is spread
-    over the ranks; both sides are taken on that one rank (the replica-level roofline terms × ranks for the chunk)."""
+    over the ranks; both sides are taken on that one rank. The chunk's attention and dense layers run on its rank
+    (the replica-level roofline terms × ranks), its routed experts' GEMMs on the experts' ranks (expert parallel:
+    spread as the replica-level terms are)."""
+    from specops.planner.moe import expert_split
     from specops.planner.perfmodel import allreduce_ms, moe_ms, prefill_ms, roofline_terms
 
     p = setup.profile
     budget = budget or batched_tokens(setup.gpu)
     ranks = setup.tp if setup.dp_attention else 1
+    m = setup.model
+    routed = expert_split(m)[1] * m.experts_per_token / m.experts if m.is_moe else 0.0
+    f = min(1.0, routed / (m.active_b * 1e9)) if m.active_b else 0.0  # routed experts' share of a token's FLOPs
+    on_rank = ranks * (1 - f) + f
     dec_tokens = max(1, math.ceil(batch / ranks)) * tokens_per_seq
     chunk = max(1, budget - dec_tokens)
     m_d, c_d = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype)
@@ -68,7 +75,7 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
         m_c0, _ = roofline_terms(setup, batch=1, tokens_per_seq=c, kv_len=0, kv_dtype=kv_dtype, scored=1)
         # the chunk's own reads: its KV, and the weights its tokens touch beyond what the decode step reads already
         extra_mem = (m_c - m_c0) * ranks + max(0.0, m_c0 - m_w)  # experts: sharded over the ranks
-        added += _step(m_d + extra_mem, c_d + c_c * ranks, p.overlap_penalty) - alone
+        added += _step(m_d + extra_mem, c_d + c_c * on_rank, p.overlap_penalty) - alone
         added += allreduce_ms(setup, dec_tokens + c) - allreduce_ms(setup, dec_tokens)
         added += moe_ms(setup, dec_tokens + c) - moe_ms(setup, dec_tokens)
         done += c

@@ -16,6 +16,7 @@ not ρ (the expected maximum of R ranks' step times, the DP load imbalance).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -54,16 +55,23 @@ def loaded(qps: float, *, prefill_ms: float, tpot_ms: float, output_len: int, ra
     return Loaded(stall, ttft, tpot, (ttft + output_len * tpot) / 1000, True)
 
 
+def slowest_rank_batch(n: int, ranks: int) -> int:
+    """The batch whose even split over ``ranks`` data-parallel ranks gives each the sequences of the busiest of them
+    when ``n`` are in flight: vLLM's front end sends each request to the least-loaded rank (fewest waiting × 4 +
+    running), so the busiest holds at least ⌈n / ranks⌉, and every lockstep step waits for it. The step-cost model
+    spreads a batch evenly over the ranks, so a plan at ``ranks × ⌈n / ranks⌉`` prices the busiest rank's step."""
+    return n if ranks <= 1 else ranks * math.ceil(n / ranks)
+
+
 def at_rate(request, once):
     """Little's law: N requests in flight = qps × latency(N), latency = TTFT + output × TPOT of the plan made at
     batch N with the prefills of the arriving requests sharing the GPU (planner/load.py: TPOT/(1 − ρ), TTFT with
     the wait for queued prefills, ρ = qps × prefill time). The plan's batch is the smallest N that keeps up,
     ceil(qps × latency(N)) ≤ N: the first point of a geometric grid over 1..(the batch that fits) that keeps up,
     then bisection below it (at large N latency can grow faster than N/qps, so "N keeps up" is an interval, not
-    every N above one). A rate whose prefills alone need the whole GPU (ρ ≥ 1), or that no N that fits keeps up
+    every N above one). Data-parallel ranks: each N is priced at the busiest rank's share (:func:`slowest_rank_batch`).
+    A rate whose prefills alone need the whole GPU (ρ ≥ 1), or that no N that fits keeps up
     with, is not converged, and the note names the limit."""
-    import math
-
     from specops.planner.chunked_prefill import prefill_cost_ms
     from specops.planner.load import loaded
     from specops.planner.types import Load
@@ -72,7 +80,8 @@ def at_rate(request, once):
 
     def at(n: int):
         if n not in cache:
-            plan = once(request.model_copy(update={"batch_size": n, "qps": None}))
+            plan = once(request.model_copy(update={"batch_size": slowest_rank_batch(n, request.data_parallel_size),
+                                                   "qps": None}))
             ld = loaded(request.qps, prefill_ms=plan.predicted.ttft_ms, tpot_ms=plan.predicted.tpot_ms,
                         output_len=request.output_len, ranks=request.data_parallel_size,
                         prefill_cost_ms=prefill_cost_ms(request, plan))

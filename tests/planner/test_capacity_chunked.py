@@ -102,3 +102,42 @@ def test_the_4090_row_at_concurrency_16_is_predicted_within_the_bench_goal():
     slo = CapacityRequest(gpus_available=1, qps=1.0, tpot_slo_ms=float(row["tpot_ms"]))
     cap, _, _ = replica_capacity(plan_at, base, slo, max_batch=int(row["concurrency"]))
     assert abs(math.log(cap / float(row["published_rps_per_gpu"]))) <= 0.30
+
+
+def test_the_busiest_data_parallel_rank_sets_the_step():
+    """vLLM sends each request to the least-loaded rank, so with n in flight over R ranks the busiest holds
+    ⌈n / R⌉ and every lockstep step waits for it: `recommend --qps` on DeepSeek-V3 over 8 data-parallel H200s plans
+    the step at 8 × ⌈n / 8⌉ (the step-cost model spreads a batch evenly), and its TPOT is that fixed batch's."""
+    from specops.api.recommend import build_request
+    from specops.planner.load import slowest_rank_batch
+    from specops.planner.recommend import recommend
+
+    assert [slowest_rank_batch(n, 8) for n in (1, 8, 9, 38)] == [8, 8, 16, 40]
+    assert slowest_rank_batch(5, 1) == 5
+    values = dict(model="deepseek-ai/DeepSeek-V3", gpu="H200", gpus=8, data_parallel_size=8, expert_parallel=True,
+                  context_len=2048, output_len=256, method="none")
+    plan = recommend(build_request(**values, qps=4))
+    n = plan.load.concurrency
+    assert plan.load.converged and n % 8 != 0  # a count the even split would under-price
+    assert plan.predicted.effective_batch == 8 * math.ceil(n / 8)
+    fixed = recommend(build_request(**values, batch_size=8 * math.ceil(n / 8)))
+    assert plan.predicted.tpot_ms == fixed.predicted.tpot_ms
+
+
+def test_a_data_parallel_chunk_runs_its_attention_on_one_rank_and_its_experts_on_all():
+    """DeepSeek-V3 over 8 data-parallel H200s: a 2048-token chunk's attention and dense layers run on the rank that
+    owns the request, its routed experts on all 8 (expert parallel). From the architecture (DeepSeek-V3 config.json:
+    58 MoE layers, 8 routed experts a token of 3 × 7168 × 2048 weights each; 37 B active), the routed experts are
+    20.4 B of the 37 B a token runs through, so one rank does 8 × 0.45 + 0.55 ≈ 4.2 times the chunk's compute
+    spread over the 8 GPUs: what the chunk adds to a decode step lies above the spread compute and well under the
+    8× of all of it on one GPU."""
+    from specops.planner.chunked_prefill import mixed_share
+    from specops.planner.perfmodel import prefill_ms, roofline_terms
+
+    _, _, setup = _setup("deepseek-ai/DeepSeek-V3", "H200", 2048, gpus=8, data_parallel_size=8, expert_parallel=True)
+    _, spread = roofline_terms(setup, batch=1, tokens_per_seq=2048, kv_len=1024, kv_dtype="auto", scored=1)
+    added = mixed_share(setup, context_len=2048, batch=64, tokens_per_seq=1, kv_len=2176, kv_dtype="auto") * \
+        prefill_ms(setup, 2048, "auto") * 8
+    routed = 58 * 8 * 3 * 7168 * 2048 / 37e9
+    on_rank = 8 * (1 - routed) + routed
+    assert spread < added < (on_rank + 1) * spread < 8 * spread
