@@ -12,7 +12,8 @@ priors), so the figure is out-of-sample as it stands; no leave-one-source-out is
 
 Prints one line per row, per source, speculation's own gain where a source gives both at one TPOT
 (``speculation gain: median |ln| ...``: the ratio with/without speculation, which the absolute error of the
-step-cost model cancels out of), and ``capacity: median |ln| X over N rows``.
+step-cost model cancels out of), the tensor-parallel and the data-parallel-attention layouts' own figures, and
+``capacity: median |ln| X over N rows``.
 
 Run: .venv/bin/python bench/capacity_bench.py
 """

@@ -12,7 +12,8 @@ The pipeline (inputs → candidates → cost table → choose), every step reusi
   planner/perfmodel.py ``Setup.dp_attention``). More replicas of one layout are separate vLLM replicas. Per layout two configurations: no speculation, and
   the method and draft `recommend` picks for that layout at a light load.
 - cost: one replica's capacity is the highest request rate whose plan (``recommend --qps``: Little's law over
-  the step-cost model with prefill and decode sharing the GPU, planner/load.py) converges and whose loaded TPOT
+  the step-cost model with prefill and decode sharing the GPU, the prompts' chunks riding on the decode steps,
+  planner/load.py and planner/chunked_prefill.py) converges and whose loaded TPOT
   (and TTFT, when given) meets the SLO, found by bisection between 0 and the rate the prefills alone fill the GPU
   at. Meeting the SLO is taken to be monotone in the rate (TPOT and TTFT grow with it in the load model).
 - choose: replicas = ceil(Q / capacity); the configuration that fits the pool with the fewest GPUs wins; ties go to
@@ -348,7 +349,8 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
         note = "no speculative configuration on this layout: no crossover"
     notes = [
         "capacity per replica: the highest rate whose `recommend --qps` plan converges with loaded TPOT (and TTFT) "
-        "within the SLO (planner/load.py: prefill and decode share each GPU)",
+        "within the SLO (planner/load.py: prefill and decode share each GPU, the prompts' chunks riding on the decode "
+        "steps as vLLM's chunked prefill packs them)",
         "replicas of one layout are separate vLLM replicas; the model prices no load imbalance between them and "
         "no router",
     ]
@@ -360,8 +362,9 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
                      "launch); the step-cost model prices the token exchange over those ranks as it does under TP")
     if chosen.data_parallel_size > 1:
         notes.append(f"data-parallel attention: {chosen.data_parallel_size} ranks of TP 1 (--data-parallel-size), each "
-                     "caching only its own sequences' KV and holding the dense weights whole; the rate and TTFT are "
-                     "the replica's, its prefills spread over the ranks (one request's own prefill runs on one rank)")
+                     "caching only its own sequences' KV and holding the dense weights whole; one request's prefill runs "
+                     "on one rank (its routed experts on all), and the ranks step in lockstep: the decode waits for the "
+                     "busiest rank (⌈batch / ranks⌉ sequences) and whenever any rank prefills")
     if low is not None:
         notes.append("capacity range: the TPOT SLO tightened/relaxed by the speedup's 80% range (speedup/low, "
                      "speedup/high) at batch 1, applied at every rate")
