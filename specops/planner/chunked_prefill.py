@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 
 def batched_tokens(gpu: GPU) -> int:
     """vLLM 0.33's default ``--max-num-batched-tokens`` for the OpenAI server on ``gpu`` (engine/arg_utils.py
-    ``get_batch_defaults``; the same table is assumed for SGLang's chunked prefill)."""
+    ``get_batch_defaults``; the same table is assumed for SGLang's chunked prefill; the CPU backend: 2048 a
+    process, one here)."""
+    if gpu.name == "cpu":
+        return 2048
     if gpu.memory_gib >= 160:
         return 16384
     if gpu.memory_gib >= 70 and "a100" not in gpu.name.lower():
@@ -85,13 +88,19 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
 
 @lru_cache(maxsize=4096)
 def _share_for(request_json: str, batch: int, gamma: int, kv_dtype: str) -> float:
+    """:func:`mixed_share` for a request; 1 (the whole prefill, the conservative side) where the shipped catalogs do
+    not know what the plan was made with (a caller's own catalogs)."""
+    from specops.errors import SpecopsError
     from specops.planner.catalog import load_catalogs
     from specops.planner.perfmodel import engine_profile
     from specops.planner.recommend import resolve
     from specops.planner.types import RecommendRequest
 
     request = RecommendRequest.model_validate_json(request_json)
-    _, _, setup = resolve(request, load_catalogs(), engine_profile(request.engine))
+    try:
+        _, _, setup = resolve(request, load_catalogs(), engine_profile(request.engine))
+    except SpecopsError:
+        return 1.0
     return mixed_share(setup, context_len=request.context_len, batch=batch, tokens_per_seq=gamma + 1,
                        kv_len=request.context_len + request.output_len / 2, kv_dtype=kv_dtype)
 

@@ -28,10 +28,10 @@ def _setup(model: str, gpu: str, context_len: int, **extra):
 
 
 @pytest.mark.parametrize("gpu, tokens", [("H100", 8192), ("H200", 8192), ("B200", 16384), ("A100-80GB", 2048),
-                                         ("RTX4090", 2048), ("L4", 2048)])
+                                         ("RTX4090", 2048), ("L4", 2048), ("cpu", 2048)])
 def test_the_chunk_budget_is_vllm_0_33s_api_server_default(gpu, tokens):
     """vllm 0.33.0 engine/arg_utils.py get_batch_defaults, OPENAI_API_SERVER: ≥ 160 GiB 16384; ≥ 70 GiB and not an
-    A100 8192; else 2048."""
+    A100 8192; else 2048; the CPU backend 2048 × its world size (one process here)."""
     from specops.planner.catalog import load_catalogs
     from specops.planner.chunked_prefill import batched_tokens
 
