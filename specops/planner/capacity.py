@@ -137,7 +137,8 @@ def _verdict(plan: Plan, slo: CapacityRequest) -> tuple[bool, str]:
 
 
 def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest,
-                   ranks: int = 1, prefill_cost_ms: float | None = None) -> tuple[float, str]:
+                   ranks: int = 1, prefill_cost_ms: float | None = None,
+                   own_prefill: float | None = None) -> tuple[float, str]:
     """(highest rate a batch of ``n`` keeps up with within ``slo``, what binds above it), by bisection over
     planner/load.py's ``loaded`` (prefills take ρ = rate × prefill of each second; TPOT/(1 − ρ); Little's law:
     rate × latency ≤ n). Every condition only gets worse as the rate rises."""
@@ -145,7 +146,7 @@ def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, s
 
     def fails(q: float) -> str:
         ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks,
-                    prefill_cost_ms=prefill_cost_ms)
+                    prefill_cost_ms=prefill_cost_ms, own_prefill=own_prefill)
         if not ld.feasible:
             return "prefill"
         if q * ld.latency_s > n:
@@ -191,7 +192,7 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
             plans[n] = p = plan_at(base.model_copy(update={
                 "qps": None, "batch_size": slowest_rank_batch(n, base.data_parallel_size)}))
             rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
-                                      base.data_parallel_size, prefill_cost_ms(base, p))
+                                      base.data_parallel_size, *prefill_cost_ms(base, p))
         return rates[n][0]
 
     rate(1)

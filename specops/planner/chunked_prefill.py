@@ -47,6 +47,36 @@ def _step(mem: float, cmp: float, penalty: float) -> float:
     return max(mem, cmp) + penalty * min(mem, cmp)
 
 
+def _on_rank(setup: Setup) -> float:
+    """How many times the replica-level (spread) compute of a prompt its own rank does under data-parallel attention:
+    its attention and dense layers all (× ranks), its routed experts' GEMMs spread (expert parallel); 1 otherwise."""
+    from specops.planner.moe import expert_split
+
+    ranks = setup.tp if setup.dp_attention else 1
+    m = setup.model
+    routed = expert_split(m)[1] * m.experts_per_token / m.experts if m.is_moe else 0.0
+    f = min(1.0, routed / (m.active_b * 1e9)) if m.active_b else 0.0  # routed experts' share of a token's FLOPs
+    return ranks * (1 - f) + f
+
+
+def rank_prefill_factor(setup: Setup, context_len: int, kv_dtype: str) -> float:
+    """(one request's prefill on its own rank) / (the replica-level prefill, spread over the ranks): data-parallel
+    attention runs a prompt's attention and dense layers on one rank, its routed experts on all, and keeps its KV on
+    that rank; 1 without data parallelism. Between 1 and the ranks."""
+    from specops.planner.perfmodel import prefill_ms, roofline_terms
+
+    ranks = setup.tp if setup.dp_attention else 1
+    if ranks <= 1:
+        return 1.0
+    spread = prefill_ms(setup, context_len, kv_dtype)
+    m_p, c_p = roofline_terms(setup, batch=1, tokens_per_seq=context_len, kv_len=context_len / 2, kv_dtype=kv_dtype,
+                              scored=1)
+    m_0, _ = roofline_terms(setup, batch=1, tokens_per_seq=context_len, kv_len=0, kv_dtype=kv_dtype, scored=1)
+    pen = setup.profile.overlap_penalty
+    one = spread - _step(m_p, c_p, pen) + _step(m_0 + (m_p - m_0) * ranks, c_p * _on_rank(setup), pen)
+    return min(float(ranks), max(1.0, one / spread)) if spread > 0 else float(ranks)
+
+
 def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: int, kv_len: float,
                 kv_dtype: str, budget: int | None = None) -> float:
     """(decode time a prompt of ``context_len`` tokens adds when its chunks ride on decode steps of ``batch``
@@ -56,16 +86,12 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
     over the ranks; both sides are taken on that one rank. The chunk's attention and dense layers run on its rank
     (the replica-level roofline terms × ranks), its routed experts' GEMMs on the experts' ranks (expert parallel:
     spread as the replica-level terms are)."""
-    from specops.planner.moe import expert_split
     from specops.planner.perfmodel import allreduce_ms, moe_ms, prefill_ms, roofline_terms
 
     p = setup.profile
     budget = budget or batched_tokens(setup.gpu)
     ranks = setup.tp if setup.dp_attention else 1
-    m = setup.model
-    routed = expert_split(m)[1] * m.experts_per_token / m.experts if m.is_moe else 0.0
-    f = min(1.0, routed / (m.active_b * 1e9)) if m.active_b else 0.0  # routed experts' share of a token's FLOPs
-    on_rank = ranks * (1 - f) + f
+    on_rank = _on_rank(setup)
     dec_tokens = max(1, math.ceil(batch / ranks)) * tokens_per_seq
     chunk = max(1, budget - dec_tokens)
     m_d, c_d = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype)
@@ -87,9 +113,9 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
 
 
 @lru_cache(maxsize=4096)
-def _share_for(request_json: str, batch: int, gamma: int, kv_dtype: str) -> float:
-    """:func:`mixed_share` for a request; 1 (the whole prefill, the conservative side) where the shipped catalogs do
-    not know what the plan was made with (a caller's own catalogs)."""
+def _share_for(request_json: str, batch: int, gamma: int, kv_dtype: str) -> tuple[float, float]:
+    """(:func:`mixed_share`, :func:`rank_prefill_factor`) for a request; (1, ranks) (the whole prefill, the
+    conservative side) where the shipped catalogs do not know what the plan was made with (a caller's own)."""
     from specops.errors import SpecopsError
     from specops.planner.catalog import load_catalogs
     from specops.planner.perfmodel import engine_profile
@@ -100,16 +126,19 @@ def _share_for(request_json: str, batch: int, gamma: int, kv_dtype: str) -> floa
     try:
         _, _, setup = resolve(request, load_catalogs(), engine_profile(request.engine))
     except SpecopsError:
-        return 1.0
-    return mixed_share(setup, context_len=request.context_len, batch=batch, tokens_per_seq=gamma + 1,
-                       kv_len=request.context_len + request.output_len / 2, kv_dtype=kv_dtype)
+        return 1.0, float(request.data_parallel_size)
+    return (mixed_share(setup, context_len=request.context_len, batch=batch, tokens_per_seq=gamma + 1,
+                        kv_len=request.context_len + request.output_len / 2, kv_dtype=kv_dtype),
+            rank_prefill_factor(setup, request.context_len, kv_dtype))
 
 
-def prefill_cost_ms(request: RecommendRequest, plan: Plan) -> float:
-    """GPU time one arriving request's prefill takes from the decode of ``plan`` (its batch, its γ: a verify step
-    carries γ + 1 tokens a sequence): the plan's TTFT × :func:`mixed_share`."""
+def prefill_cost_ms(request: RecommendRequest, plan: Plan) -> tuple[float, float]:
+    """(GPU time one arriving request's prefill takes from the decode of ``plan`` (its batch, its γ: a verify step
+    carries γ + 1 tokens a sequence): the plan's TTFT × :func:`mixed_share`; the factor from the plan's TTFT to one
+    request's own prefill, :func:`rank_prefill_factor`)."""
     key = request.model_copy(update={"qps": None, "batch_size": 1}).model_dump_json()
     pred = plan.predicted
     gamma = pred.num_speculative_tokens_at_batch if plan.method != "none" else 0
     kv = plan.kv_cache_dtype if plan.kv_cache_dtype else "auto"
-    return pred.ttft_ms * _share_for(key, max(1, pred.effective_batch), max(0, gamma or 0), kv)
+    share, own = _share_for(key, max(1, pred.effective_batch), max(0, gamma or 0), kv)
+    return pred.ttft_ms * share, own

@@ -38,19 +38,20 @@ class Loaded:
 
 
 def loaded(qps: float, *, prefill_ms: float, tpot_ms: float, output_len: int, ranks: int = 1,
-           prefill_cost_ms: float | None = None) -> Loaded:
+           prefill_cost_ms: float | None = None, own_prefill: float | None = None) -> Loaded:
     """``prefill_ms``: one prefill's forward (the plan's TTFT); ``prefill_cost_ms``: the decode time it takes when its
     chunks ride on decode steps (planner/chunked_prefill.py; None: all of ``prefill_ms``, prefill run apart).
     ``ranks``: data-parallel attention ranks sharing the replica's prefills (both times are a prefill's share of the
-    replica's GPUs); one request's prefill runs on one rank, ``ranks`` times as long (an upper bound: only its compute
-    is split), at the same share ρ of that rank's time, so TTFT scales by ``ranks``; the ranks step in lockstep, so
-    the decode stalls whenever any of them prefills: 1 − (1 − ρ)^ranks of the time."""
+    replica's GPUs); one request's prefill runs on one rank, ``own_prefill`` times as long (planner/chunked_prefill.py
+    ``rank_prefill_factor``: its routed experts still run on all ranks; None: ``ranks`` times, an upper bound), so
+    TTFT scales by that; the ranks step in lockstep, so the decode stalls whenever any of them prefills:
+    1 − (1 − ρ)^ranks of the time."""
     cost = prefill_ms if prefill_cost_ms is None else min(prefill_cost_ms, prefill_ms)
     rho = qps * prefill_ms / 1000  # the prefill queue: a rank's time running whole prefills
     stall = 1 - (1 - min(qps * cost / 1000, 1.0)) ** max(1, ranks)
     if rho >= 1 or stall >= 1:
         return Loaded(max(rho, stall), float("inf"), float("inf"), float("inf"), False)
-    ttft = prefill_ms * ranks * (1 + rho / (2 * (1 - rho)))
+    ttft = prefill_ms * (ranks if own_prefill is None else own_prefill) * (1 + rho / (2 * (1 - rho)))
     tpot = tpot_ms / (1 - stall)
     return Loaded(stall, ttft, tpot, (ttft + output_len * tpot) / 1000, True)
 
@@ -82,9 +83,10 @@ def at_rate(request, once):
         if n not in cache:
             plan = once(request.model_copy(update={"batch_size": slowest_rank_batch(n, request.data_parallel_size),
                                                    "qps": None}))
+            cost, own = prefill_cost_ms(request, plan)
             ld = loaded(request.qps, prefill_ms=plan.predicted.ttft_ms, tpot_ms=plan.predicted.tpot_ms,
-                        output_len=request.output_len, ranks=request.data_parallel_size,
-                        prefill_cost_ms=prefill_cost_ms(request, plan))
+                        output_len=request.output_len, ranks=request.data_parallel_size, prefill_cost_ms=cost,
+                        own_prefill=own)
             need = max(1, math.ceil(request.qps * ld.latency_s)) if ld.feasible else math.inf
             cache[n] = plan, ld, need
         return cache[n]

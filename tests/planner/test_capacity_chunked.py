@@ -141,3 +141,22 @@ def test_a_data_parallel_chunk_runs_its_attention_on_one_rank_and_its_experts_on
     routed = 58 * 8 * 3 * 7168 * 2048 / 37e9
     on_rank = 8 * (1 - routed) + routed
     assert spread < added < (on_rank + 1) * spread < 8 * spread
+
+
+def test_one_requests_prefill_on_its_data_parallel_rank_takes_less_than_ranks_times_the_spread_one():
+    """TTFT under data-parallel attention: one request's prefill runs its attention and dense layers on its rank and
+    its routed experts on all 8, and reads the weights once, so it takes more than the replica-level (spread)
+    prefill and less than the ranks × that bound the load model used before (and under the architecture's
+    ≈ 4.2 of the compute alone, test above); a 256-token prompt, bound by the weight read, hardly more. Tensor
+    parallel: the spread prefill is the request's own."""
+    from specops.planner.chunked_prefill import rank_prefill_factor
+
+    factors = []
+    for ctx in (256, 8192):
+        _, _, setup = _setup("deepseek-ai/DeepSeek-V3", "H200", ctx, gpus=8, data_parallel_size=8,
+                             expert_parallel=True)
+        factors.append(rank_prefill_factor(setup, ctx, "auto"))
+    routed = 58 * 8 * 3 * 7168 * 2048 / 37e9
+    assert 1 < factors[0] < 1.5 < factors[1] < 8 * (1 - routed) + routed
+    _, _, tp = _setup("meta-llama/Llama-3.1-8B-Instruct", "H100", 2048, gpus=8)
+    assert rank_prefill_factor(tp, 2048, "auto") == 1.0

@@ -20,7 +20,7 @@ def _share(plan, qps: float) -> float:
     from specops.planner.chunked_prefill import prefill_cost_ms
 
     req = RecommendRequest(model="llama-3.1-8b-instruct", gpu="H100", context_len=1024, qps=qps)
-    return qps * prefill_cost_ms(req, plan) / 1000
+    return qps * prefill_cost_ms(req, plan)[0] / 1000
 
 
 def _latency(plan, qps: float) -> float:
