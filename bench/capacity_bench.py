@@ -12,7 +12,8 @@ priors), so the figure is out-of-sample as it stands; no leave-one-source-out is
 
 Prints one line per row, per source, speculation's own gain where a source gives both at one TPOT
 (``speculation gain: median |ln| ...``: the ratio with/without speculation, which the absolute error of the
-step-cost model cancels out of), and ``capacity: median |ln| X over N rows``.
+step-cost model cancels out of), the tensor-parallel and the data-parallel-attention layouts' own figures, and
+``capacity: median |ln| X over N rows``.
 
 Run: .venv/bin/python bench/capacity_bench.py
 """
@@ -31,8 +32,9 @@ sys.path.insert(0, str(REPO))
 DATA = REPO / "playbooks" / "data" / "capacity_2026-12.csv"
 
 
-def predict(row: dict) -> tuple[float, str, float]:
-    """(req/s per GPU of the best layout, what limits it (layout), req/s per GPU with tensor parallelism only)."""
+def predict(row: dict) -> tuple[float, str, float, float | None]:
+    """(req/s per GPU of the best layout, what limits it (layout), req/s per GPU with tensor parallelism only, with
+    data-parallel attention only (None: not a mixture of experts))."""
     from specops.api.recommend import build_request, recommend_with_defaults
     from specops.planner.capacity import CapacityRequest, replica_capacity
     from specops.planner.load import at_rate
@@ -65,24 +67,26 @@ def predict(row: dict) -> tuple[float, str, float]:
     model = load_catalogs().model(base.model, params_b=base.params_b, quantization=base.quantization,
                                   active_params_b=base.active_params_b)
     gpus = int(row["gpus"])
-    best, tp_only = (0.0, "none fits", ""), 0.0
+    best, tp_only, dp_only = (0.0, "none fits", ""), 0.0, None
     for g, dp in _layouts(model, gpus - 1, gpus):
         req = base.model_copy(update={"data_parallel_size": dp, "expert_parallel": bool(model.is_moe and g > 1)})
         cap, why, _ = replica_capacity(plan_at, req, slo,
                                        max_batch=int(row["concurrency"]) if row["concurrency"] else None)
         best = max(best, (cap, why, "DP" if dp > 1 else "TP"))
         tp_only = cap if dp == 1 else tp_only
-    return best[0] / gpus, f"{best[1]} ({best[2]})", tp_only / gpus
+        dp_only = cap / gpus if dp > 1 else dp_only
+    return best[0] / gpus, f"{best[1]} ({best[2]})", tp_only / gpus, dp_only
 
 
 def main() -> None:
     rows = list(csv.DictReader(DATA.open(encoding="utf-8")))
     errs: list[tuple[dict, float]] = []
     tp_errs: list[float] = []
+    dp_errs: list[float] = []
     print(f"{'id':4} {'model':38} {'gpu':8} {'method':7} {'TPOT':>6} {'pub/GPU':>8} {'pred/GPU':>9} {'ln':>6}  limit")
     for row in rows:
         try:
-            pred, why, tp_pred = predict(row)
+            pred, why, tp_pred, dp_pred = predict(row)
         except Exception as exc:  # noqa: BLE001 - a row the planner refuses is reported, not scored
             print(f"{row['id']:4} {row['model'][:38]:38} refused: {exc}")
             continue
@@ -90,6 +94,8 @@ def main() -> None:
         ln = math.log(pred / pub) if pred > 0 else math.inf
         errs.append((row, ln))
         tp_errs.append(abs(math.log(tp_pred / pub)) if tp_pred > 0 else math.inf)
+        if dp_pred is not None:
+            dp_errs.append(math.log(dp_pred / pub) if dp_pred > 0 else math.inf)
         print(f"{row['id']:4} {row['model'][:38]:38} {row['gpu']:8} {row['method']:7} {float(row['tpot_ms']):6.2f} "
               f"{pub:8.2f} {pred:9.2f} {ln:+6.2f}  {why}")
     by_source: dict[str, list[float]] = {}
@@ -118,6 +124,10 @@ def main() -> None:
         print(f"speculation gain: median |ln| {statistics.median(gains):.2f} over {len(gains)} pairs")
     print(f"  tensor parallel only (no data-parallel attention layout): median |ln| {statistics.median(tp_errs):.2f} "
           f"over {len(tp_errs)} rows")
+    if dp_errs:
+        print(f"  data-parallel attention layout only (MoE rows): median |ln| "
+              f"{statistics.median(abs(e) for e in dp_errs):.2f} over {len(dp_errs)} rows "
+              f"(signed: {', '.join(f'{e:+.2f}' for e in dp_errs)})")
     allv = [abs(ln) for _, ln in errs]
     print(f"capacity: median |ln| {statistics.median(allv):.2f} over {len(allv)} rows from {len(by_source)} sources "
           "(goal ≤ 0.30 on ≥ 6 rows from ≥ 3 sources; nothing fitted on them)")

@@ -12,7 +12,8 @@ The pipeline (inputs → candidates → cost table → choose), every step reusi
   planner/perfmodel.py ``Setup.dp_attention``). More replicas of one layout are separate vLLM replicas. Per layout two configurations: no speculation, and
   the method and draft `recommend` picks for that layout at a light load.
 - cost: one replica's capacity is the highest request rate whose plan (``recommend --qps``: Little's law over
-  the step-cost model with prefill and decode sharing the GPU, planner/load.py) converges and whose loaded TPOT
+  the step-cost model with prefill and decode sharing the GPU, the prompts' chunks riding on the decode steps,
+  planner/load.py and planner/chunked_prefill.py) converges and whose loaded TPOT
   (and TTFT, when given) meets the SLO, found by bisection between 0 and the rate the prefills alone fill the GPU
   at. Meeting the SLO is taken to be monotone in the rate (TPOT and TTFT grow with it in the load model).
 - choose: replicas = ceil(Q / capacity); the configuration that fits the pool with the fewest GPUs wins; ties go to
@@ -136,14 +137,16 @@ def _verdict(plan: Plan, slo: CapacityRequest) -> tuple[bool, str]:
 
 
 def _rate_at_batch(n: int, prefill_ms: float, tpot_ms: float, output_len: int, slo: CapacityRequest,
-                   ranks: int = 1) -> tuple[float, str]:
+                   ranks: int = 1, prefill_cost_ms: float | None = None,
+                   own_prefill: float | None = None) -> tuple[float, str]:
     """(highest rate a batch of ``n`` keeps up with within ``slo``, what binds above it), by bisection over
     planner/load.py's ``loaded`` (prefills take ρ = rate × prefill of each second; TPOT/(1 − ρ); Little's law:
     rate × latency ≤ n). Every condition only gets worse as the rate rises."""
     from specops.planner.load import loaded
 
     def fails(q: float) -> str:
-        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks)
+        ld = loaded(q, prefill_ms=prefill_ms, tpot_ms=tpot_ms, output_len=output_len, ranks=ranks,
+                    prefill_cost_ms=prefill_cost_ms, own_prefill=own_prefill)
         if not ld.feasible:
             return "prefill"
         if q * ld.latency_s > n:
@@ -178,14 +181,18 @@ def replica_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityReque
     ``tpot_scale`` > 1 asks the prediction for a TPOT that many times lower (a speedup at the low end of its
     range makes the real TPOT that much higher). ``max_batch``: the most requests in flight (a client's
     concurrency cap, as a benchmark's ``--max-concurrency``); None: the batch that fits."""
+    from specops.planner.chunked_prefill import prefill_cost_ms
+    from specops.planner.load import slowest_rank_batch
+
     plans: dict[int, Plan] = {}
     rates: dict[int, tuple[float, str]] = {}
 
     def rate(n: int) -> float:
         if n not in rates:
-            plans[n] = p = plan_at(base.model_copy(update={"qps": None, "batch_size": n}))
+            plans[n] = p = plan_at(base.model_copy(update={
+                "qps": None, "batch_size": slowest_rank_batch(n, base.data_parallel_size)}))
             rates[n] = _rate_at_batch(n, p.predicted.ttft_ms, p.predicted.tpot_ms * tpot_scale, base.output_len, slo,
-                                      base.data_parallel_size)
+                                      base.data_parallel_size, *prefill_cost_ms(base, p))
         return rates[n][0]
 
     rate(1)
@@ -343,7 +350,8 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
         note = "no speculative configuration on this layout: no crossover"
     notes = [
         "capacity per replica: the highest rate whose `recommend --qps` plan converges with loaded TPOT (and TTFT) "
-        "within the SLO (planner/load.py: prefill and decode share each GPU)",
+        "within the SLO (planner/load.py: prefill and decode share each GPU, the prompts' chunks riding on the decode "
+        "steps as vLLM's chunked prefill packs them)",
         "replicas of one layout are separate vLLM replicas; the model prices no load imbalance between them and "
         "no router",
     ]
@@ -355,8 +363,9 @@ def plan_capacity(plan_at: PlanAt, base: RecommendRequest, slo: CapacityRequest,
                      "launch); the step-cost model prices the token exchange over those ranks as it does under TP")
     if chosen.data_parallel_size > 1:
         notes.append(f"data-parallel attention: {chosen.data_parallel_size} ranks of TP 1 (--data-parallel-size), each "
-                     "caching only its own sequences' KV and holding the dense weights whole; the rate and TTFT are "
-                     "the replica's, its prefills spread over the ranks (one request's own prefill runs on one rank)")
+                     "caching only its own sequences' KV and holding the dense weights whole; one request's prefill runs "
+                     "on one rank (its routed experts on all), and the ranks step in lockstep: the decode waits for the "
+                     "busiest rank (⌈batch / ranks⌉ sequences) and whenever any rank prefills")
     if low is not None:
         notes.append("capacity range: the TPOT SLO tightened/relaxed by the speedup's 80% range (speedup/low, "
                      "speedup/high) at batch 1, applied at every rate")

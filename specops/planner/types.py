@@ -359,8 +359,10 @@ class Load(_Strict):
     iterations: int = Field(description="Fixed-point iterations used.")
     converged: bool = Field(description="False: no stable concurrency (the rate exceeds what fits or it cycles).")
     note: str = Field("", description="What to make of it.")
-    prefill_share: float | None = Field(None, description="Share of GPU time the arriving requests' prefills take "
-                                        "(qps × prefill ms / 1000); 1 or more: the prefill alone cannot keep up.")
+    prefill_share: float | None = Field(None, description="Share of the decode's time the arriving requests' "
+                                        "prefills take (qps × what a prefill adds to the decode steps its chunks ride "
+                                        "on / 1000; data-parallel ranks: while any rank prefills); 1 or more: the "
+                                        "prefill alone cannot keep up.")
     ttft_ms: float | None = Field(None, description="TTFT under this load (incl. the wait for queued prefills).")
     tpot_ms: float | None = Field(None, description="TPOT under this load (decode steps share the GPU with prefills).")
 

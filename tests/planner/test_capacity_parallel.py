@@ -112,12 +112,11 @@ def test_the_search_tries_data_parallel_layouts_for_moe_and_the_chosen_launch_ca
 
 
 def test_under_data_parallel_attention_one_requests_prefill_runs_on_one_rank():
-    """The prefills' share of the replica is the same, but a request waits for its own prefill on one rank: TTFT
-    is ``ranks`` times the replica-share prefill time (never the optimistic share itself)."""
+    """A request waits for its own prefill on one rank: TTFT is ``ranks`` times the replica-share prefill time
+    (never the optimistic share itself); the decode's stall is test_capacity_chunked.py's."""
     from specops.planner.load import loaded
 
     one = loaded(2.0, prefill_ms=100.0, tpot_ms=20.0, output_len=100)
     dp = loaded(2.0, prefill_ms=100.0, tpot_ms=20.0, output_len=100, ranks=8)
-    assert dp.prefill_share == one.prefill_share and dp.tpot_ms == one.tpot_ms
     assert dp.ttft_ms == pytest.approx(8 * one.ttft_ms)
     assert dp.latency_s > one.latency_s
