@@ -43,10 +43,6 @@ def batched_tokens(gpu: GPU) -> int:
     return 2048
 
 
-def _step(mem: float, cmp: float, penalty: float) -> float:
-    return max(mem, cmp) + penalty * min(mem, cmp)
-
-
 def _on_rank(setup: Setup) -> float:
     """How many times the replica-level (spread) compute of a prompt its own rank does under data-parallel attention:
     its attention and dense layers all (× ranks), its routed experts' GEMMs spread (expert parallel); 1 otherwise."""
@@ -63,7 +59,7 @@ def rank_prefill_factor(setup: Setup, context_len: int, kv_dtype: str) -> float:
     """(one request's prefill on its own rank) / (the replica-level prefill, spread over the ranks): data-parallel
     attention runs a prompt's attention and dense layers on one rank, its routed experts on all, and keeps its KV on
     that rank; 1 without data parallelism. Between 1 and the ranks."""
-    from specops.planner.perfmodel import prefill_ms, roofline_terms
+    from specops.planner.perfmodel import overlapped, prefill_ms, roofline_terms
 
     ranks = setup.tp if setup.dp_attention else 1
     if ranks <= 1:
@@ -73,7 +69,7 @@ def rank_prefill_factor(setup: Setup, context_len: int, kv_dtype: str) -> float:
                               scored=1)
     m_0, _ = roofline_terms(setup, batch=1, tokens_per_seq=context_len, kv_len=0, kv_dtype=kv_dtype, scored=1)
     pen = setup.profile.overlap_penalty
-    one = spread - _step(m_p, c_p, pen) + _step(m_0 + (m_p - m_0) * ranks, c_p * _on_rank(setup), pen)
+    one = spread - overlapped(m_p, c_p, pen) + overlapped(m_0 + (m_p - m_0) * ranks, c_p * _on_rank(setup), pen)
     return min(float(ranks), max(1.0, one / spread)) if spread > 0 else float(ranks)
 
 
@@ -86,7 +82,7 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
     over the ranks; both sides are taken on that one rank. The chunk's attention and dense layers run on its rank
     (the replica-level roofline terms × ranks), its routed experts' GEMMs on the experts' ranks (expert parallel:
     spread as the replica-level terms are)."""
-    from specops.planner.perfmodel import allreduce_ms, moe_ms, prefill_ms, roofline_terms
+    from specops.planner.perfmodel import allreduce_ms, moe_ms, overlapped, prefill_ms, roofline_terms
 
     p = setup.profile
     budget = budget or batched_tokens(setup.gpu)
@@ -96,7 +92,7 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
     chunk = max(1, budget - dec_tokens)
     m_d, c_d = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype)
     m_w, _ = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=0, kv_dtype=kv_dtype)
-    alone = _step(m_d, c_d, p.overlap_penalty)
+    alone = overlapped(m_d, c_d, p.overlap_penalty)
     added, done = 0.0, 0
     while done < context_len:
         c = min(chunk, context_len - done)
@@ -104,7 +100,7 @@ def mixed_share(setup: Setup, *, context_len: int, batch: int, tokens_per_seq: i
         m_c0, _ = roofline_terms(setup, batch=1, tokens_per_seq=c, kv_len=0, kv_dtype=kv_dtype, scored=1)
         # the chunk's own reads: its KV, and the weights its tokens touch beyond what the decode step reads already
         extra_mem = (m_c - m_c0) * ranks + max(0.0, m_c0 - m_w)  # experts: sharded over the ranks
-        added += _step(m_d + extra_mem, c_d + c_c * on_rank, p.overlap_penalty) - alone
+        added += overlapped(m_d + extra_mem, c_d + c_c * on_rank, p.overlap_penalty) - alone
         added += allreduce_ms(setup, dec_tokens + c) - allreduce_ms(setup, dec_tokens)
         added += moe_ms(setup, dec_tokens + c) - moe_ms(setup, dec_tokens)
         done += c

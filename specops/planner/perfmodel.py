@@ -308,6 +308,12 @@ def roofline_terms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: flo
     return t_mem * 1000, t_cmp * 1000
 
 
+def overlapped(t_mem: float, t_cmp: float, penalty: float) -> float:
+    """A forward's roofline time: the larger of its memory and compute times plus the profile's penalty share of
+    the smaller (they overlap imperfectly). Chunked prefill's packed steps use the same rule."""
+    return max(t_mem, t_cmp) + penalty * min(t_mem, t_cmp)
+
+
 def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, kv_dtype: str,
                overhead_ms: float | None = None, scored: int | None = None) -> float:
     """One forward of `batch` sequences, each with `tokens_per_seq` new tokens over `kv_len` cached ones;
@@ -318,7 +324,7 @@ def forward_ms(setup: Setup, *, batch: int, tokens_per_seq: int, kv_len: float, 
     scored = n if scored is None else scored
     t_mem, t_cmp = roofline_terms(setup, batch=batch, tokens_per_seq=tokens_per_seq, kv_len=kv_len, kv_dtype=kv_dtype,
                                   scored=scored)
-    t = max(t_mem, t_cmp) + p.overlap_penalty * min(t_mem, t_cmp)
+    t = overlapped(t_mem, t_cmp, p.overlap_penalty)
     fixed = p.step_overhead_ms if overhead_ms is None else overhead_ms
     comm = allreduce_ms(setup, n)
     sampler = scored * m.vocab * p.sampler_bytes / (gpu.bandwidth_gbs * 1e9 * p.bandwidth_efficiency) / setup.tp
