@@ -31,7 +31,7 @@ from specops.engines.local import free_port
 from specops.registry import open_registry
 from specops.retrain.prompts import write_prompts
 from tests.helpers.cli import CODE_PROMPTS, ok
-from tests.prometheus import start_prometheus, wait_until_caught_up
+from tests.prometheus import exporter_value, start_prometheus, wait_for_scrape, wait_until_caught_up
 from tests.retrain.minimodels import prose_prompts
 
 pytestmark = [pytest.mark.engine, pytest.mark.prometheus, pytest.mark.slow, pytest.mark.long]
@@ -66,6 +66,12 @@ def _swap(src: Path, dst: Path) -> None:
     for p in src.iterdir():
         if p.is_file():
             shutil.copy2(p, dst / p.name)
+
+
+def _scraped_from_now(prom: str, endpoint: str) -> None:
+    """Until Prometheus stores a scrape, taken from now on, of what the engine exports now (its zero counters,
+    right after a deploy; an earlier engine's zeros on the same port do not count)."""
+    wait_for_scrape(prom, DRAFTS, time.time(), exporter_value(endpoint, DRAFTS.split("{")[0]))
 
 
 def _monitor(cli, t0: float, prom: str, endpoint: str, *extra: str):
@@ -106,6 +112,9 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
         t = time.monotonic()
         ok(cli("deploy", str(spec), "--no-check", timeout=1200))  # engine start 1
         timings["deploy v1"] = time.monotonic() - t
+        # Prometheus holds the new engine's zero counters before any traffic: a window's increase() starts from a
+        # series' first sample, and six completions on the tiny engine can end before the first 1 s scrape
+        _scraped_from_now(prom, endpoint)
         t0 = time.time()
         for i in range(2):  # two healthy windows, then the baseline from them
             _traffic(endpoint, WINDOW)
@@ -120,6 +129,7 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
         ok(cli("deploy", str(spec), "--no-check", "--force", "--reason", "target pushed without its draft",
                 timeout=1200))  # engine start 2
         timings["restart with v2"] = time.monotonic() - t
+        _scraped_from_now(prom, endpoint)  # the restarted engine's zero counters, as above
         t0 = time.time()
         _traffic(endpoint, WINDOW)
         r = _monitor(cli, t0, prom, endpoint)
