@@ -85,6 +85,22 @@ def _session_vllm_cache(tmp_path_factory):
     os.environ.setdefault("SPECOPS_TEST_VLLM_CACHE", str(tmp_path_factory.getbasetemp() / "vllm-cache"))
 
 
+# vLLM's worker inside its EngineCore process (VLLM_ENABLE_V1_MULTIPROCESSING=0: one interpreter importing
+# vLLM and torch fewer per start) with one OpenMP thread (what vLLM's own worker process gets by default here:
+# it binds one thread to one core): ≈ 10 s of CPU less per engine start, and idle engines poll less
+# (docs/development.md, "Engine starts"). Users' launches do not get it; a test that proves the user's
+# process tree as is clears it (tests/engines/test_engine_e2e.py's dies-while-loading test).
+TEST_ENGINE_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING=0 OMP_NUM_THREADS=1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_engine_env():
+    """SPECOPS_TEST_ENGINE_ENV for every engine the suite starts: `specops deploy`, tune, heal, bench's twin
+    (specops.engines.local.engine_env_for_tests) and tests/metrics/engines.py. Set it empty to measure
+    vLLM's default."""
+    os.environ.setdefault("SPECOPS_TEST_ENGINE_ENV", TEST_ENGINE_ENV)
+
+
 def _seed_vllm_cache(home: Path) -> None:
     """A `specops deploy` in an engine test gets the session's vLLM model-class cache in its own cache
     folder (SPECOPS_HOME/cache/vllm: what a user's second deploy finds there); the first start of the

@@ -47,6 +47,14 @@ def note_for_tests(kind: str, seconds: float) -> None:
         os.close(fd)
 
 
+def engine_env_for_tests() -> dict[str, str]:
+    """Test-only hook: ``SPECOPS_TEST_ENGINE_ENV="NAME=VALUE NAME=VALUE"`` adds those variables to every engine
+    this process starts (tests/conftest.py sets it for the suite: vLLM's worker inside the EngineCore process,
+    one OpenMP thread; docs/development.md). Never set otherwise; the engine's own spec ``env`` still wins."""
+    pairs = (item.partition("=") for item in os.environ.get("SPECOPS_TEST_ENGINE_ENV", "").split())
+    return {k: v for k, sep, v in pairs if k and sep}
+
+
 # --- what is installed ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -153,6 +161,7 @@ def engine_env(dep_dir: Path, cache_root: Path, *, cpu: bool, kv_space_gib: int 
         iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
         if iomp.is_file() and "libiomp5" not in env.get("LD_PRELOAD", ""):
             env["LD_PRELOAD"] = ":".join(p for p in (str(iomp), env.get("LD_PRELOAD", "")) if p)
+    env.update(engine_env_for_tests())
     env.update(extra)
     if api_key:
         env["VLLM_API_KEY"] = api_key

@@ -192,7 +192,7 @@ ELSEWHERE: dict[str, str] = {
     "specops monitor --interval 60 --metrics-port 9108 --policy default       # the control loop":
         "runs until stopped (the loop: tests/drift with a fake clock)",
     "specops monitor --once --dry-run --deployment chat -o json               # decide, record, do nothing":
-        "needs a running deployment named chat (tests/drift/test_engine_drift.py, engine)",
+        "needs a running deployment named chat (tests/heal/test_closed_loop_engine.py, engine, long)",
     "specops tune --spec deploy.yaml --workload code --methods ngram,draft_model --gammas 1,2,3,4,6 --concurrency 1,4 "
     "--budget-minutes 60 --name tiny-cpu": "a 60-minute grid of CPU engines (tests/tune/test_engine_tune.py: 3 engines)",
     "specops tune --resume 20260101-120000-ab12                  # continue an interrupted run":

@@ -1,6 +1,6 @@
 """The drift library wired to the real registry (SQLite file), real /metrics over HTTP and real model
 folders. The engine itself is a FakeEngine (tests/drift/fakeengine.py: vLLM's recorded exposition
-text with counters the test advances); the real engine runs in test_engine_drift.py."""
+text with counters the test advances); the real engine runs in tests/heal/test_closed_loop_engine.py."""
 
 from __future__ import annotations
 

@@ -203,7 +203,11 @@ def test_draft_model_speculation_is_lossless_against_no_speculation(engine_pool,
 
 
 def test_engine_that_dies_while_loading_reports_its_log_and_leaves_nothing_running(cli, tiny_models, engine_lock,
-                                                                                  tmp_path, specops_home):
+                                                                                  tmp_path, specops_home, monkeypatch):
+    """The user's launch as is: without the suite's SPECOPS_TEST_ENGINE_ENV (tests/conftest.py), so vLLM's
+    worker is its own process under the EngineCore (API server, EngineCore, worker), and the whole tree is
+    gone after the failed start."""
+    monkeypatch.setenv("SPECOPS_TEST_ENGINE_ENV", "")
     broken = tmp_path / "broken-target"
     shutil.copytree(tiny_models["target-v1"], broken)
     weights = next(broken.glob("*.safetensors"))

@@ -107,6 +107,22 @@ def test_engine_env_is_contained_offline_and_keeps_the_api_key_out_of_the_record
     assert "sk-secret" not in repr(shown)
 
 
+def test_the_suites_engine_env_hook_reaches_the_engine_and_the_spec_env_still_wins(tmp_path, monkeypatch):
+    """SPECOPS_TEST_ENGINE_ENV (tests/conftest.py sets it for the suite): its pairs are added to the engine's
+    environment, the spec's own env wins over them, the hook itself never reaches vLLM, and without it
+    nothing is added (users' launches)."""
+    monkeypatch.setenv("SPECOPS_TEST_ENGINE_ENV", "VLLM_ENABLE_V1_MULTIPROCESSING=0 OMP_NUM_THREADS=1 junk")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    env = local.engine_env(tmp_path / "dep", tmp_path / "cache", cpu=True, kv_space_gib=None,
+                           extra={"OMP_NUM_THREADS": "4"}, api_key=None)
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and env["OMP_NUM_THREADS"] == "4"
+    assert "junk" not in env and not [k for k in env if k.startswith("SPECOPS_")]
+    monkeypatch.setenv("SPECOPS_TEST_ENGINE_ENV", "")
+    env = local.engine_env(tmp_path / "dep", tmp_path / "cache", cpu=True, kv_space_gib=None, extra={}, api_key=None)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and "OMP_NUM_THREADS" not in env
+
+
 def test_a_long_deployment_folder_gets_a_short_tmpdir_link_for_zmq_socket_paths(tmp_path):
     deep = tmp_path / ("d" * 80) / "deployments" / "tiny"
     tmp = local.make_tmpdir(deep)

@@ -1,13 +1,19 @@
-"""The closed loop on the real CPU engine (CI variant of scripts/closed_loop.py; no mocks, direct
-/metrics instead of Prometheus). Three engine starts: target-v1 + draft-v1 (baseline), target-v2
-pushed into the served folder and restarted (the monitor flags the drop, the runbook names the changed
-target), and the canary with the distilled draft, which the promotion adopts. The distillation is
-short (32 training prompts, 150 steps); the canary's sequential test (24 held-out prompts, alpha 0.05,
-margin 0.05, heal's default) compares per-request acceptance on both engines and must stop "better"; then the same test
-with the promoted engine as both arms (an A/A: the same draft against itself) must not say "better".
-It also
-carries what tests/retrain/test_tiny_models.py proved with the same distillation outside the loop
-(heal's retrain and train-validation steps run it; the lineage of the new and the stale draft)."""
+"""The closed loop on the real CPU engine (CI variant of scripts/closed_loop.py; no mocks). Three engine
+starts: target-v1 + draft-v1 (baseline), target-v2 pushed into the served folder and restarted (the
+stale-draft case of vllm#36223), and the canary with the distilled draft, which the promotion adopts.
+
+The first two starts are also issue 9's done-when with real Prometheus (Debian's, scraping the
+deployment): `specops monitor --once --prometheus-url` records the baseline, then flags CHANGED_MODEL and
+the acceptance drop, and `specops runbook run acceptance-drop` names the changed target and the retrain
+to run. That was tests/drift/test_engine_drift.py, two engine starts of `make test` for exactly these two
+deploys (same spec, same prompts); it now rides on this test's own two.
+
+The distillation is short (32 training prompts, 150 steps); the canary's sequential test (24 held-out
+prompts, alpha 0.05, margin 0.05, heal's default) compares per-request acceptance on both engines and must
+stop "better"; then the same test with the promoted engine as both arms (an A/A: the same draft against
+itself) must not say "better". It also carries what tests/retrain/test_tiny_models.py proved with the same
+distillation outside the loop (heal's retrain and train-validation steps run it; the lineage of the new and
+the stale draft)."""
 
 from __future__ import annotations
 
@@ -25,13 +31,25 @@ from specops.engines.local import free_port
 from specops.registry import open_registry
 from specops.retrain.prompts import write_prompts
 from tests.helpers.cli import CODE_PROMPTS, ok
+from tests.prometheus import exporter_value, start_prometheus, wait_for_scrape, wait_until_caught_up
 from tests.retrain.minimodels import prose_prompts
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.engine, pytest.mark.prometheus, pytest.mark.slow, pytest.mark.long]
 
 PARAMS = {"steps": 150, "threads": 1, "max_new_tokens": 48, "batch_size": 16, "lr": 2e-3}
 CODE = CODE_PROMPTS
-
+# the monitor's windows (was tests/drift/test_engine_drift.py's traffic): greedy, fixed code prompts, so the drop
+# after the swap is large and repeatable (two runs on 2026-12-01: per-token acceptance 0.539 -> 0.386 and
+# 0.530 -> 0.367, CUSUM 12.0 >= 6.0 both times)
+WINDOW = [
+    "def fibonacci(n):\n    ",
+    "import os\nimport sys\n\n\ndef main():\n",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    "    for key, value in sorted(mapping.items()):\n        if key",
+    "def read_config(path):\n    with open(path) as f:\n",
+    "    except KeyError:\n        raise ValueError(",
+]
+DRAFTS = 'vllm:spec_decode_num_drafts_total{specops_deployment="loop"}'
 
 
 
@@ -50,10 +68,18 @@ def _swap(src: Path, dst: Path) -> None:
             shutil.copy2(p, dst / p.name)
 
 
-def _monitor(cli, t0: float, *extra: str):
+def _scraped_from_now(prom: str, endpoint: str) -> None:
+    """Until Prometheus stores a scrape, taken from now on, of what the engine exports now (its zero counters,
+    right after a deploy; an earlier engine's zeros on the same port do not count)."""
+    wait_for_scrape(prom, DRAFTS, time.time(), exporter_value(endpoint, DRAFTS.split("{")[0]))
+
+
+def _monitor(cli, t0: float, prom: str, endpoint: str, *extra: str):
+    """One `specops monitor --once` over Prometheus' window since ``t0``, once Prometheus holds the traffic."""
+    wait_until_caught_up(prom, endpoint, DRAFTS)
     window = str(math.ceil(time.time() - t0 + 2))
-    return ok(cli("monitor", "--once", "--interval", window, "--dry-run", "--deployment", "loop", *extra,
-                   timeout=300))
+    return ok(cli("monitor", "--once", "--prometheus-url", prom, "--interval", window, "--dry-run", "--deployment",
+                  "loop", *extra, timeout=300))
 
 
 def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recovers(cli, tmp_path, tiny_models,
@@ -81,16 +107,21 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
     data = write_prompts(prose_prompts(32, offset=1000, stride=600) + prose_prompts(24, offset=19800, stride=460),
                          tmp_path / "prompts.jsonl")
     timings = {}
+    prom, stop_prom = start_prometheus([(f"127.0.0.1:{port}", {"specops_deployment": "loop"})], tmp_path)
     try:
         t = time.monotonic()
         ok(cli("deploy", str(spec), "--no-check", timeout=1200))  # engine start 1
         timings["deploy v1"] = time.monotonic() - t
+        # Prometheus holds the new engine's zero counters before any traffic: a window's increase() starts from a
+        # series' first sample, and six completions on the tiny engine can end before the first 1 s scrape
+        _scraped_from_now(prom, endpoint)
         t0 = time.time()
         for i in range(2):  # two healthy windows, then the baseline from them
-            _traffic(endpoint, traffic)
-            r = _monitor(cli, t0, *(["--record-baseline"] if i else []))
+            _traffic(endpoint, WINDOW)
+            r = _monitor(cli, t0, prom, endpoint, *(["--record-baseline"] if i else []))
             t0 = time.time()
         assert "loop: baseline recorded" in r.stdout, r.stdout
+        assert "CHANGED_MODEL" not in r.stdout
 
         ok(cli("stop", "loop", timeout=300))
         _swap(models / "target-v2", served)  # the fine-tuned target pushed under the same path
@@ -98,12 +129,21 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
         ok(cli("deploy", str(spec), "--no-check", "--force", "--reason", "target pushed without its draft",
                 timeout=1200))  # engine start 2
         timings["restart with v2"] = time.monotonic() - t
+        _scraped_from_now(prom, endpoint)  # the restarted engine's zero counters, as above
         t0 = time.time()
-        _traffic(endpoint, traffic)
-        r = _monitor(cli, t0)
-        assert "CHANGED_MODEL: loop: the live target" in r.stdout, r.stdout
-        r = ok(cli("runbook", "run", "acceptance-drop", "--deployment", "loop", timeout=300))
+        _traffic(endpoint, WINDOW)
+        r = _monitor(cli, t0, prom, endpoint)
+        print(r.stdout)
+        assert "[error] CHANGED_MODEL: loop: the live target" in r.stdout, r.stdout
+        # the drop is one code: BELOW_FLOOR would be a different finding
+        assert "[warning] ACCEPTANCE_DROP: loop: per-token acceptance fell from its baseline" in r.stdout, r.stdout
+        assert "ACCEPTANCE_BELOW_FLOOR" not in r.stdout
+        r = ok(cli("runbook", "run", "acceptance-drop", "--deployment", "loop", "--prometheus-url", prom,
+                   timeout=300))
+        print(r.stdout)
+        assert "FINGERPRINT_MISMATCH: loop: the target changed under the draft" in r.stdout, r.stdout
         assert "now holds tiny@2" in r.stdout and "tiny-draft@1 was trained against tiny@1" in r.stdout, r.stdout
+        assert "run: specops retrain --deployment loop" in r.stdout, r.stdout
 
         t = time.monotonic()
         r = ok(cli("heal", "--deployment", "loop", "--data", str(data), "--params", json.dumps(PARAMS),
@@ -178,3 +218,4 @@ def test_a_stale_draft_is_retrained_canaried_and_promoted_and_acceptance_recover
     finally:
         cli("stop", "loop", timeout=300)
         cli("stop", "loop-canary", timeout=300)
+        stop_prom()

@@ -3,7 +3,7 @@ only a retraining job, under the heal's lease. Real registry (SQLite), the real 
 ``EngineExecutor``, the real detached worker process and the real ``specops.heal.heal``; the small
 real models of tests/retrain and a long-running process standing in for the incumbent engine (no
 vLLM start). What is given rather than measured: the CHANGED_MODEL finding itself (its detection on a
-real engine is tests/drift/test_engine_drift.py). The whole loop on a real engine (retrain ≈ minutes,
+real engine is tests/heal/test_closed_loop_engine.py). The whole loop on a real engine (retrain ≈ minutes,
 a canary start) is tests/heal/test_closed_loop_engine.py; here the heal stops at its lease (held by
 another heal) or at its plan (``--dry-run``)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from specops.engines.argv import LaunchConfig, render_argv
-from specops.engines.local import note_for_tests
+from specops.engines.local import engine_env_for_tests, note_for_tests
 
 
 def free_port() -> int:
@@ -39,6 +39,7 @@ def engine_env(tmp: Path) -> dict:
     iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
     if iomp.is_file():
         env["LD_PRELOAD"] = str(iomp)
+    env.update(engine_env_for_tests())  # tests/conftest.py's SPECOPS_TEST_ENGINE_ENV, as `specops deploy` gets it
     return env
 
 
