@@ -43,6 +43,7 @@ from specops.planner.evidence import (  # noqa: E402
     prior_of,
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
+from specops.planner.published_runs import mapped_target, query_for, row_gpu, target_key  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
@@ -61,6 +62,10 @@ if "--ceiling-z" in sys.argv:
     import specops.planner.uncertainty as _unc
 
     _unc.CEILING_Z = float(sys.argv[sys.argv.index("--ceiling-z") + 1])
+
+PUBLISHED = "--no-published" not in sys.argv
+"""Update each prediction with the other sources' published runs near it (specops.planner.published_runs);
+--no-published: the model's distribution alone (the figures before issue 38's published-run update)."""
 
 TAU_HIGH = "--point-tau" not in sys.argv
 """Cap each range at the upper end of τ's own 80% range (as recommend does); --point-tau caps at the point τ."""
@@ -88,6 +93,7 @@ class Held:
     stratum: object = None
     calibration: object = None   # the fold's (for re-assessing with other settings)
     tau_high: float = 0.0        # the ceiling the range was capped at
+    model_only: object = None    # the Uncertainty without the published runs near it (specops.planner.published_runs)
 
     @property
     def published(self) -> float:
@@ -123,11 +129,16 @@ def held_out(rows=None) -> list[Held]:
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
         high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
-        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high, hardware_known=hardware_known(row.hardware),
-                   method=row.method)
+        kw = dict(tau_high=high, hardware_known=hardware_known(row.hardware), method=row.method)
+        names = [row.target, mapped_target(row.target) or ""] + ([setup.model.id, *setup.model.names]
+                                                                  if row.catalog_target else [])
+        q = query_for(names=names, method=row.method, gpu=row_gpu(row.hardware) or "?",
+                      engine=s.engine, batch=row.batch if row.batch_known else 0)
+        u = assess(e.speedup, e.tau, s, fold.calibration, query=q if PUBLISHED else None, **kw)
+        u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0)
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
@@ -584,8 +595,78 @@ def cases_section() -> None:
             print(f"   ... and {len(same) - 4} more published rows of this target at this batch")
 
 
+# --- published runs near the request (specops.planner.published_runs) -------------------------------------
+
+def between_sources(rows=None) -> None:
+    """The spread between sources that published the same configuration (target, method, GPU, batch, engine
+    class): what BETWEEN_SOURCE_SD stands for."""
+    from specops.planner.published_runs import BETWEEN_SOURCE_SD
+    from specops.planner.uncertainty import engine_class, source_key
+
+    rows = rows if rows is not None else calibration_rows()
+    cells: dict[tuple, dict[str, list[float]]] = {}
+    for r in rows:
+        gpu = row_gpu(r.hardware)
+        if r.speedup and r.batch_known and gpu and r.method:
+            key = (target_key(r.target), r.method, gpu, r.batch, engine_class(r.engine))
+            cells.setdefault(key, {}).setdefault(source_key(r.source), []).append(math.log(r.speedup))
+    diffs = []
+    print("\n== between-source spread: configurations published by two or more sources ==")
+    for key, by in sorted(cells.items()):
+        if len(by) < 2:
+            continue
+        means = {s: statistics.mean(v) for s, v in by.items()}
+        vals = list(means.values())
+        diffs += [abs(a - b) for i, a in enumerate(vals) for b in vals[i + 1:]]
+        print(f"   {'/'.join(map(str, key))}: " + ", ".join(f"{s[:28]} {math.exp(v):.2f}x" for s, v in means.items()))
+    if diffs:
+        med = statistics.median(diffs)
+        print(f"between sources: {len(diffs)} pairs, median |Δ ln speedup| {med:.3f} (a per-source sd of "
+              f"{med / 0.954:.3f} for normal noise); shipped BETWEEN_SOURCE_SD {BETWEEN_SOURCE_SD:.2f}")
+
+
+def published_section(held: list[Held]) -> None:
+    """Before/after the published-run update, on the same nested folds."""
+    before = [replace(h, u=h.model_only) for h in held]
+    near = [h for h in held if h.u.evidence_rows]
+    print("\n== published runs near the request (each fold: the other sources' rows only) ==")
+    print(f"held-out rows with a near published row from another source: {len(near)} of {len(held)} "
+          f"({len({h.row.source for h in near})} sources)")
+    for label, items in (("all rows", (before, held)),
+                         ("rows with a near run", ([replace(h, u=h.model_only) for h in near], near))):
+        if not items[1]:
+            continue
+        for name, hs in zip(("model alone", "with published runs"), items, strict=True):
+            sits = situations(hs)
+            m, hm, _, _ = regret(sits, new_rule(DEFAULT_MIN_P_GAIN))
+            print(f"   {label:<22} {name:<20} {_cov(hs, lambda h: (h.u.speedup_low, h.u.speedup_high))}, "
+                  f"Brier {_brier(hs):.3f}, regret left {m:.2f} slowdown {hm:.2f}")
+    for h in near[:12]:
+        print(f"   {h.row.target[:28]} {h.row.method} b{h.row.batch} {h.row.hardware[:12]} published "
+              f"{h.published:.2f}x, point {h.speedup:.2f}x: P(gain) {h.model_only.p_gain:.2f} -> {h.u.p_gain:.2f}, "
+              f"expected {h.model_only.expected_speedup:.2f} -> {h.u.expected_speedup:.2f}x; {h.u.evidence_rows[0][:70]}")
+    print("-- P(gain) reliability, model alone --")
+    _reliability(before)
+    print("-- P(gain) reliability, with published runs --")
+    _reliability(held)
+
+
+def _reliability(held: list[Held]) -> None:
+    p = [h.u.p_gain for h in held]
+    gained = [1.0 if h.published > 1 else 0.0 for h in held]
+    for lo, hi in ((0, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 0.97), (0.97, 1.01)):
+        idx = [i for i, x in enumerate(p) if lo <= x < hi]
+        if idx:
+            print(f"   [{lo:.2f}, {min(hi, 1):.2f}) n={len(idx):>3}  mean P {statistics.mean(p[i] for i in idx):.2f}  "
+                  f"gained {statistics.mean(gained[i] for i in idx):.2f}")
+
+
 def main() -> None:
     held = held_out()
+    between_sources()
+    published_section(held)
+    if "--published-only" in sys.argv:
+        return
     coverage_section(held)
     calibration_section(held)
     regret_section(held)

@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BETWEEN_SOURCE_SD = 0.10
+BETWEEN_SOURCE_SD = 0.20
 """Noise of one source's published speedup about the truth of a configuration, in ln speedup. Measured in
 bench/uncertainty_bench.py ("between-source spread"): the configurations (target, method, GPU, batch, engine class)
 published by two or more sources differ by a median |Δ ln speedup| of ..., i.e. a per-source sd of about that / √2."""
