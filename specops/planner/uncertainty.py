@@ -410,11 +410,10 @@ class Uncertainty(Strict):
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         widened = f"; widened by {self.widened_by}" if self.widened_by else ""
         pub = self.published_text()
-        return ((pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
+        return ((pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
-                f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
-                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled{widened}; bounded by "
-                f"{ceiling} and all-rejected {self.floor:.2f}x{near}")
+                f"published rows{fit}: {self.rows} rows ({self.sources} sources) of {self.stratum} weigh "
+                f"{self.own_weight:.0%}{widened}; bounds {ceiling}, floor {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
