@@ -94,6 +94,7 @@ class Held:
     calibration: object = None   # the fold's (for re-assessing with other settings)
     tau_high: float = 0.0        # the ceiling the range was capped at
     model_only: object = None    # the Uncertainty without the published runs near it (specops.planner.published_runs)
+    query: object = None         # the configuration, for the published-run lookup
 
     @property
     def published(self) -> float:
@@ -138,7 +139,7 @@ def held_out(rows=None) -> list[Held]:
         u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0, q)
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
@@ -640,7 +641,9 @@ def published_section(held: list[Held]) -> None:
             sits = situations(hs)
             m, hm, _, _ = regret(sits, new_rule(DEFAULT_MIN_P_GAIN))
             print(f"   {label:<22} {name:<20} {_cov(hs, lambda h: (h.u.speedup_low, h.u.speedup_high))}, "
-                  f"Brier {_brier(hs):.3f}, regret left {m:.2f} slowdown {hm:.2f}")
+                  f"Brier {_brier(hs):.4f}, regret left {m:.2f} slowdown {hm:.2f}, median |ln(published/expected)| "
+                  f"{statistics.median(abs(math.log(h.published / h.u.expected_speedup)) for h in hs):.3f}")
+    _published_sensitivity(held)
     for h in near[:12]:
         print(f"   {h.row.target[:28]} {h.row.method} b{h.row.batch} {h.row.hardware[:12]} published "
               f"{h.published:.2f}x, point {h.speedup:.2f}x: P(gain) {h.model_only.p_gain:.2f} -> {h.u.p_gain:.2f}, "
@@ -649,6 +652,28 @@ def published_section(held: list[Held]) -> None:
     _reliability(before)
     print("-- P(gain) reliability, with published runs --")
     _reliability(held)
+
+
+def _published_sensitivity(held: list[Held]) -> None:
+    """The same folds re-assessed with other noise levels of a published run (BETWEEN_SOURCE_SD)."""
+    import specops.planner.published_runs as pr
+
+    shipped = pr.BETWEEN_SOURCE_SD
+    print(f"-- the noise of one published run (BETWEEN_SOURCE_SD, shipped {shipped:.2f}), the same folds re-assessed --")
+    sits = situations(held)
+    try:
+        for sd in (0.05, 0.10, 0.15, 0.20, 0.30, 0.45):
+            pr.BETWEEN_SOURCE_SD = sd
+            again = [replace(h, u=assess(h.speedup, h.tau, h.stratum, h.calibration, tau_high=h.tau_high,
+                                         hardware_known=hardware_known(h.row.hardware), method=h.row.method,
+                                         query=h.query)) for h in held]
+            by_id = {id(h.row): a for h, a in zip(held, again, strict=True)}
+            m, hm, _, _ = regret({k: [by_id[id(h.row)] for h in v] for k, v in sits.items()},
+                                 new_rule(DEFAULT_MIN_P_GAIN))
+            print(f"   sd {sd:.2f}: {_cov(again, lambda h: (h.u.speedup_low, h.u.speedup_high))}, Brier "
+                  f"{_brier(again):.4f}, regret left {m:.2f} slowdown {hm:.2f}")
+    finally:
+        pr.BETWEEN_SOURCE_SD = shipped
 
 
 def _reliability(held: list[Held]) -> None:
