@@ -15,7 +15,10 @@ held-out predictions. Left on the table: ln(best published gain) − ln(gain of 
 published method gained (a pick below 1 gains nothing); slowdown taken: −ln(published) of a pick
 published below 1. Both summed over situations, overall and per stratum.
 
-Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z]
+Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z] [--no-published] [--published-only]
+(--no-published: every section without the update by published runs near each row (specops.planner.published_runs;
+each fold's runs are the other sources' only); --published-only: stop after the published-run section, which prints
+the model alone against the update either way.)
 (--ceiling-z: the ceiling at τ's upper bound at Z of the acceptance model's logit spread instead of
 uncertainty.CEILING_Z, in the nested folds and the scored rows alike; 1.2816 is the ceiling shipped until 2026-12-03.)
 """

@@ -104,8 +104,9 @@ def row_gpu(hardware: str) -> str:
 
 
 def short_cite(source: str) -> str:
-    """The source up to its first parenthesis, quote or comma: 'vllm-project/vllm PR #32887'."""
-    return re.split(r"[(,'\"]", source, maxsplit=1)[0].strip()[:60]
+    """The source up to its first parenthesis, quote or comma, a GitHub owner dropped: 'vllm PR #32887'."""
+    head = re.split(r"[(,'\"]", source, maxsplit=1)[0].strip()
+    return re.sub(r"^[\w.-]+/([\w.-]+)\s+(PR|issue)\b", r"\1 \2", head, flags=re.IGNORECASE)[:60]
 
 
 def query_for(*, names: Sequence[str], method: str, gpu: str, engine: str, batch: int) -> Query:

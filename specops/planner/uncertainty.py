@@ -399,8 +399,7 @@ class Uncertainty(Strict):
         if not self.evidence_rows:
             return "no published run near this configuration" if self.published_checked else ""
         more = f" and {len(self.evidence_rows) - 2} more" if len(self.evidence_rows) > 2 else ""
-        return (f"published: {'; '.join(self.evidence_rows[:2])}{more} (moved P(gain) from "
-                f"{self.model_p_gain:.2f}, the model alone)")
+        return f"published: {'; '.join(self.evidence_rows[:2])}{more} (model alone: P(gain) {self.model_p_gain:.2f})"
 
     def line(self) -> str:
         near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
