@@ -137,7 +137,7 @@ def held_out(rows=None) -> list[Held]:
         names = [row.target, mapped_target(row.target) or ""] + ([setup.model.id, *setup.model.names]
                                                                   if row.catalog_target else [])
         q = query_for(names=names, method=row.method, gpu=row_gpu(row.hardware) or "?",
-                      engine=s.engine, batch=row.batch if row.batch_known else 0)
+                      engine=s.engine, batch=row.batch if row.batch_known else 0, task=row.task)
         u = assess(e.speedup, e.tau, s, fold.calibration, query=q if PUBLISHED else None, **kw)
         u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
@@ -664,19 +664,22 @@ def _published_sensitivity(held: list[Held]) -> None:
     shipped = pr.BETWEEN_SOURCE_SD
     print(f"-- the noise of one published run (BETWEEN_SOURCE_SD, shipped {shipped:.2f}), the same folds re-assessed --")
     sits = situations(held)
+    transfer = pr.TRANSFER_ERROR
     try:
-        for sd in (0.05, 0.10, 0.15, 0.20, 0.30, 0.45):
-            pr.BETWEEN_SOURCE_SD = sd
+        for sd, tr in ((0.05, transfer), (0.10, transfer), (0.15, transfer), (0.20, transfer), (0.30, transfer),
+                       (0.45, transfer), (shipped, not transfer)):
+            pr.BETWEEN_SOURCE_SD, pr.TRANSFER_ERROR = sd, tr
             again = [replace(h, u=assess(h.speedup, h.tau, h.stratum, h.calibration, tau_high=h.tau_high,
                                          hardware_known=hardware_known(h.row.hardware), method=h.row.method,
                                          query=h.query)) for h in held]
             by_id = {id(h.row): a for h, a in zip(held, again, strict=True)}
             m, hm, _, _ = regret({k: [by_id[id(h.row)] for h in v] for k, v in sits.items()},
                                  new_rule(DEFAULT_MIN_P_GAIN))
-            print(f"   sd {sd:.2f}: {_cov(again, lambda h: (h.u.speedup_low, h.u.speedup_high))}, Brier "
+            print(f"   sd {sd:.2f}, observe {'the model error at the run' if tr else 'the run speedup as the request'}"
+                  f"'s: {_cov(again, lambda h: (h.u.speedup_low, h.u.speedup_high))}, Brier "
                   f"{_brier(again):.4f}, regret left {m:.2f} slowdown {hm:.2f}")
     finally:
-        pr.BETWEEN_SOURCE_SD = shipped
+        pr.BETWEEN_SOURCE_SD, pr.TRANSFER_ERROR = shipped, transfer
 
 
 def _reliability(held: list[Held]) -> None:

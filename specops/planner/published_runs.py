@@ -1,18 +1,22 @@
 """Published runs near a request as evidence (issue 38): where a source measured (nearly) the configuration being
-predicted - the same target (or a name the published-rows table maps to it), method, GPU (or GPU class), engine class
-and a batch within a factor of MAX_BATCH_FACTOR - its speedup updates the calibrated prediction of
+predicted - the same target (or a name the published-rows table maps to it), method, GPU (or GPU class), engine class,
+task class and a batch within a factor of MAX_BATCH_FACTOR - its speedup updates the calibrated prediction of
 :mod:`specops.planner.uncertainty`.
 
 **Matching** (:func:`near_runs`): a calibration point (:class:`~specops.planner.uncertainty.ResidualPoint`, which
 records its row's target, GPU, batch and published speedup) matches a :class:`Query` when its method and engine class
 are the request's, its target is the request's model (by catalog id or name; a published name the table maps to the
-model, such as a distilled or renamed checkpoint, counts with FAMILY_SD more noise), its GPU is the request's (another
+model, such as a distilled or renamed checkpoint, counts with FAMILY_SD more noise), its task class is the
+request's (priors.TASK_CLASS: the acceptance, hence the speedup, depends on the workload), its GPU is the request's (another
 GPU of the same class: GPU_SD more) and its batch is within MAX_BATCH_FACTOR of the request's (BATCH_SD per doubling
 more). Rows whose GPU or batch the source did not state never match.
 
 **The update** (:func:`update`): the model's predictive distribution of ln(true/predicted) (the calibrated mixture
-μ + σ·z) is the prior, summarised as a normal N(m0, v0); each matching *source* is one observation y = ln(published /
-predicted) (its matching rows averaged: rows of one source share its harness) with variance BETWEEN_SOURCE_SD² plus the
+μ + σ·z) is the prior, summarised as a normal N(m0, v0); each matching *source* is one observation y of the model's error
+here: ln(published / S) for a run at the request's batch and GPU; for a run at another batch or GPU, the run's own
+residual ln(published / predicted at the run's setup, its source held out), so a run at batch 64 informs a request at
+batch 256 through the model's batch trend, not as if the speedup did not fall with batch (TRANSFER_ERROR; off: always
+ln(published / S)) - its matching rows averaged (rows of one source share its harness), with variance BETWEEN_SOURCE_SD² plus the
 mismatch terms of its closest row. The normal-normal posterior N(m1, v1) moves the whole mixture: x → m1 + (x − m0)·
 √(v1/v0), so the range, P(gain) and the expected speedup shift toward the measurement, more the closer and the more
 numerous the sources, and keep the mixture's shape. The physics bounds (τ's ceiling, the all-rejected floor) are
@@ -34,17 +38,20 @@ BETWEEN_SOURCE_SD = 0.20
 bench/uncertainty_bench.py ("between-source spread", 2026-12-03): the configurations (target, method, GPU, batch,
 engine class) published by two or more sources - only 2 pairs: Llama-3.1-8B + EAGLE on an H100 at batch 1 (vLLM issue
 #20780 1.36x, vLLM PR #16937 1.42x), + EAGLE-3 (the EAGLE-3 paper 2.36x, vLLM issue #20780 1.68x) - differ by a
-median |Δ ln| of 0.19, a per-source sd of 0.20 for normal noise (median |Δ| = 0.954·sd). Nested, 142 rows: with 0.20
-the Brier score stays 0.0824 and the regret left falls 4.43 → 4.30 (slowdown 2.54 both). The bench's sensitivity
-lines (same folds): sd 0.05 Brier 0.0835, 0.10 0.0830, 0.15 0.0827, 0.20 0.0824, 0.30 0.0820, 0.45 0.0818 (regret
-left 4.30 up to 0.30, 4.43 at 0.45: the runs stop moving a pick). Flat within the noise of 142 rows; the measured
-spread is kept rather than the bench's best, which two pairs cannot tell from it."""
+median |Δ ln| of 0.19, a per-source sd of 0.20 for normal noise (median |Δ| = 0.954·sd). Nested, 142 rows (with
+TRANSFER_ERROR and the task class matched): Brier 0.0824 → 0.0819, regret left 4.43 → 4.43, slowdown 2.54 → 2.54.
+The bench's sensitivity lines (same folds): sd 0.05 to 0.45 all give Brier 0.0819-0.0820 and regret left 4.43; flat,
+so the measured spread is kept."""
 FAMILY_SD = 0.10
 """Extra noise of a row whose published target name is mapped to the model (a renamed or distilled checkpoint)."""
 GPU_SD = 0.15
 """Extra noise of a row measured on another GPU of the same class (specops.planner.evidence.gpu_class)."""
 BATCH_SD = 0.10
 """Extra noise per doubling between the row's batch and the request's."""
+TRANSFER_ERROR = True
+"""A run at another batch or GPU is observed as the model's error there (its residual), not as if its speedup were the
+request's (a run at the request's batch and GPU is its speedup: ln(published / S)); measured in
+bench/uncertainty_bench.py (the published-run section's variants)."""
 MAX_BATCH_FACTOR = 4.0
 """A row's batch must be within this factor of the request's to match."""
 
@@ -59,6 +66,7 @@ class Query:
     gpu: str
     engine: str
     batch: int
+    task: str = ""  # task class (priors.TASK_CLASS); "" matches any
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ class Run:
 
     source: str
     speedup: float
-    log_ratio: float   # ln(published / the request's point prediction)
+    log_ratio: float   # the observation y: the model's error at the run (TRANSFER_ERROR) or ln(published / request's S)
     batch: int
     gpu: str
     method: str
@@ -109,8 +117,15 @@ def short_cite(source: str) -> str:
     return re.sub(r"^[\w.-]+/([\w.-]+)\s+(PR|issue)\b", r"\1 \2", head, flags=re.IGNORECASE)[:60]
 
 
-def query_for(*, names: Sequence[str], method: str, gpu: str, engine: str, batch: int) -> Query:
-    return Query(frozenset(target_key(n) for n in names if n), method, gpu, engine, batch)
+def task_class(task: str) -> str:
+    from specops.planner.priors import TASK_CLASS
+
+    return TASK_CLASS.get(task, task)
+
+
+def query_for(*, names: Sequence[str], method: str, gpu: str, engine: str, batch: int, task: str = "") -> Query:
+    return Query(frozenset(target_key(n) for n in names if n), method, gpu, engine, batch,
+                 task_class(task) if task else "")
 
 
 def match_sd(p, q: Query) -> float | None:
@@ -118,6 +133,8 @@ def match_sd(p, q: Query) -> float | None:
     from specops.planner.evidence import gpu_class
 
     if not p.target or not p.gpu or not p.published or p.method != q.method or p.stratum.engine != q.engine:
+        return None
+    if q.task and p.task and task_class(p.task) != q.task:  # a chat run says little about code's acceptance
         return None
     extra = 0.0
     if target_key(p.target) not in q.targets:
@@ -145,7 +162,9 @@ def near_runs(points: Sequence, q: Query, speedup: float) -> list[Run]:
     for p in points:
         sd = match_sd(p, q)
         if sd is not None and speedup > 0:
-            out.append(Run(p.source, p.published, math.log(p.published / speedup), p.batch, p.gpu, p.method, sd,
+            other = p.batch != q.batch or p.gpu != q.gpu  # not the request's batch and GPU: carry the model's error
+            y = p.log_ratio if TRANSFER_ERROR and other and p.speedup > 0 else math.log(p.published / speedup)
+            out.append(Run(p.source, p.published, y, p.batch, p.gpu, p.method, sd,
                            short_cite(p.cite_full or p.cite)))
     return sorted(out, key=lambda r: (r.sd, r.source, r.batch))
 

@@ -654,7 +654,7 @@ def evidence_for(ctx: Context, e: Evaluation):
     from specops.planner.published_runs import query_for
 
     query = query_for(names=[ctx.model.id, *ctx.model.names], method=e.method, gpu=ctx.gpu.name,
-                      engine=stratum.engine, batch=e.effective_batch)
+                      engine=stratum.engine, batch=e.effective_batch, task=ctx.request.task)
     return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
                       tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau), method=e.method, query=query)
 

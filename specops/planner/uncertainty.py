@@ -193,6 +193,7 @@ class ResidualPoint:
     batch_known: bool = False
     published: float = 0.0
     cite_full: str = ""
+    task: str = ""
 
     @property
     def where(self) -> Where:
@@ -211,7 +212,7 @@ def points_from(residuals: Iterable) -> list[ResidualPoint]:
                                  r.predicted, r.tau, getattr(r, "tau_high", 0.0) or r.tau,
                                  getattr(r, "hardware_known", True), r.row.method or "", r.row.target,
                                  row_gpu(r.row.hardware), r.row.batch, r.row.batch_known,
-                                 r.row.speedup or 0.0, r.row.source))
+                                 r.row.speedup or 0.0, r.row.source, r.row.task))
     return out
 
 

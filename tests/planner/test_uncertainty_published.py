@@ -6,6 +6,8 @@ points only where a property needs a run of known size (each test says which). N
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from specops.planner import RecommendRequest, recommend
@@ -56,7 +58,8 @@ def _background(n: int = 30) -> list[ResidualPoint]:
 
 
 def _run(source: str, published: float, *, batch: int = 8, gpu: str = "B200") -> ResidualPoint:
-    return ResidualPoint(source, 0.0, SERVING_HEAD_MOE, speedup=published, tau=2.0, method="eagle3",
+    """Synthetic: a run the model (its source held out) predicted at 1.1x, published at ``published``."""
+    return ResidualPoint(source, math.log(published / 1.1), SERVING_HEAD_MOE, speedup=1.1, tau=2.0, method="eagle3",
                          target="openai/gpt-oss-120b", gpu=gpu, batch=batch, batch_known=True, published=published,
                          cite_full=f"{source} (synthetic)")
 
@@ -95,3 +98,18 @@ def test_a_run_on_another_gpu_class_another_method_or_a_far_batch_is_not_near():
     u = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [far_batch, other_gpu, other_method]),
                tau_high=1.8, method="eagle3", query=QUERY)
     assert u.evidence_rows == []
+
+
+def test_a_run_at_another_batch_moves_the_prediction_by_the_models_error_there_not_by_its_speedup():
+    """Synthetic: a run at batch 32 published 1.6x where the model (its source held out) also predicted 1.6x - the
+    model was right there. A request at batch 8 predicted at 1.1x is not pulled toward 1.6x (the speedup changes with
+    batch; the model's error is what carries over): its expected speedup moves less than 2%, and its range narrows."""
+    exact = ResidualPoint("a", 0.0, SERVING_HEAD_MOE, speedup=1.6, tau=2.0, method="eagle3", target="openai/gpt-oss-120b",
+                          gpu="B200", batch=32, batch_known=True, published=1.6)
+    alone = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background()), tau_high=1.8, method="eagle3",
+                   query=QUERY)
+    moved = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [exact]), tau_high=1.8,
+                   method="eagle3", query=QUERY)
+    assert moved.evidence_rows and "batch 32" in moved.evidence_rows[0]
+    assert abs(math.log(moved.expected_speedup / alone.expected_speedup)) < 0.02
+    assert moved.width < alone.width
