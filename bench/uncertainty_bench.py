@@ -15,7 +15,10 @@ held-out predictions. Left on the table: ln(best published gain) − ln(gain of 
 published method gained (a pick below 1 gains nothing); slowdown taken: −ln(published) of a pick
 published below 1. Both summed over situations, overall and per stratum.
 
-Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z]
+Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z] [--no-published] [--published-only]
+(--no-published: every section without the update by published runs near each row (specops.planner.published_runs;
+each fold's runs are the other sources' only); --published-only: stop after the published-run section, which prints
+the model alone against the update either way.)
 (--ceiling-z: the ceiling at τ's upper bound at Z of the acceptance model's logit spread instead of
 uncertainty.CEILING_Z, in the nested folds and the scored rows alike; 1.2816 is the ceiling shipped until 2026-12-03.)
 """
@@ -43,6 +46,7 @@ from specops.planner.evidence import (  # noqa: E402
     prior_of,
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
+from specops.planner.published_runs import mapped_target, query_for, row_gpu  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
@@ -61,6 +65,10 @@ if "--ceiling-z" in sys.argv:
     import specops.planner.uncertainty as _unc
 
     _unc.CEILING_Z = float(sys.argv[sys.argv.index("--ceiling-z") + 1])
+
+PUBLISHED = "--no-published" not in sys.argv
+"""Update each prediction with the other sources' published runs near it (specops.planner.published_runs);
+--no-published: the model's distribution alone (the figures before issue 38's published-run update)."""
 
 TAU_HIGH = "--point-tau" not in sys.argv
 """Cap each range at the upper end of τ's own 80% range (as recommend does); --point-tau caps at the point τ."""
@@ -88,6 +96,8 @@ class Held:
     stratum: object = None
     calibration: object = None   # the fold's (for re-assessing with other settings)
     tau_high: float = 0.0        # the ceiling the range was capped at
+    model_only: object = None    # the Uncertainty without the published runs near it (specops.planner.published_runs)
+    query: object = None         # the configuration, for the published-run lookup
 
     @property
     def published(self) -> float:
@@ -123,11 +133,16 @@ def held_out(rows=None) -> list[Held]:
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
         high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
-        u = assess(e.speedup, e.tau, s, fold.calibration, tau_high=high, hardware_known=hardware_known(row.hardware),
-                   method=row.method)
+        kw = dict(tau_high=high, hardware_known=hardware_known(row.hardware), method=row.method)
+        names = [row.target, mapped_target(row.target) or ""] + ([setup.model.id, *setup.model.names]
+                                                                  if row.catalog_target else [])
+        q = query_for(names=names, method=row.method, gpu=row_gpu(row.hardware) or "?",
+                      engine=s.engine, batch=row.batch if row.batch_known else 0, task=row.task)
+        u = assess(e.speedup, e.tau, s, fold.calibration, query=q if PUBLISHED else None, **kw)
+        u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0, q)
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
@@ -585,7 +600,13 @@ def cases_section() -> None:
 
 
 def main() -> None:
+    from uncertainty_published import between_sources, published_section  # bench/, beside this script
+
     held = held_out()
+    between_sources()
+    published_section(held)
+    if "--published-only" in sys.argv:
+        return
     coverage_section(held)
     calibration_section(held)
     regret_section(held)

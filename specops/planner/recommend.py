@@ -651,15 +651,19 @@ def evidence_for(ctx: Context, e: Evaluation):
                          else unc.RangeCalibration(unc.points_from(ctx.residuals)))
     stratum = unc.stratum_of(engine=ctx.request.engine, method=e.method, kind=ctx.model.kind(), moe=ctx.model.is_moe,
                              batch=e.effective_batch)
+    from specops.planner.published_runs import query_for
+
+    query = query_for(names=[ctx.model.id, *ctx.model.names], method=e.method, gpu=ctx.gpu.name,
+                      engine=stratum.engine, batch=e.effective_batch, task=ctx.request.task)
     return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
-                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau), method=e.method)
+                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau), method=e.method, query=query)
 
 
 def _judged_line(e: Evaluation, ev) -> str:
     if ev is None:
         return f"{e.method} γ={e.gamma} {e.speedup:.2f}x (measured)"
     return (f"{e.method} γ={e.gamma} {e.speedup:.2f}x: P(gain) {ev.p_gain:.2f}, expected {ev.expected_speedup:.2f}x, "
-            f"{ev.level:.0%} range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x")
+            f"{ev.level:.0%} range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x, {ev.published_text()}")
 
 
 def _warn_far(ctx: Context, chosen: Evaluation, ev) -> None:

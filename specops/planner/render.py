@@ -209,6 +209,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         acceptance_prior_source=e.prior_source,
         break_even_acceptance_rate=_r(be, 3) if (be := break_even_rate(e)) is not None and method != "none" else None,
         **_ranged(ev), evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
+        evidence_rows=list(ev.evidence_rows) if ev else None,
         gamma_curve=_gamma_curve(ctx, e), acceptance=_acceptance(ctx, e),
     )
     memory = Memory(weights_gib=_r(mem.weights_gib), draft_gib=_r(mem.draft_gib), kv_cache_gib=_r(kv_gib),

@@ -302,6 +302,10 @@ class Predicted(_Strict):
                                            "the range's physics): what the pick ranks.")
     evidence: str = Field("", description="Where the speedup and its range come from, and how near the evidence is.")
     evidence_near: bool | None = Field(None, description="False: no published row is near this configuration.")
+    evidence_rows: list[str] | None = Field(None, description="Published runs of (nearly) this configuration that "
+                                            "moved p_gain, expected_speedup and the range toward them (method, "
+                                            "speedup, batch, GPU, source); empty: none is near, the figures are the "
+                                            "model's alone; null: no range (no speculation, a measured model).")
     gamma_curve: list[GammaPoint] | None = Field(None, description="Every γ the cost model scored for the chosen "
                                                  "method at this batch (null without speculation).")
     acceptance: AcceptanceEvidence | None = Field(None, description="The acceptance model's cell, rows and spread "

@@ -187,6 +187,13 @@ class ResidualPoint:
     tau_high: float = 0.0
     hardware_known: bool = True
     method: str = ""
+    target: str = ""         # the row's published target, GPU (catalog name, "" unstated), batch and speedup:
+    gpu: str = ""            # what specops.planner.published_runs matches a request against
+    batch: int = 0
+    batch_known: bool = False
+    published: float = 0.0
+    cite_full: str = ""
+    task: str = ""
 
     @property
     def where(self) -> Where:
@@ -195,13 +202,17 @@ class ResidualPoint:
 
 def points_from(residuals: Iterable) -> list[ResidualPoint]:
     """:class:`ResidualPoint` s from :class:`specops.planner.evidence.Residual` s."""
+    from specops.planner.published_runs import row_gpu
+
     out = []
     for r in residuals:
         s = stratum_of(engine=r.row.engine, method=r.row.method, kind=getattr(r, "arch", None), moe=r.moe,
                        batch=r.row.batch)
         out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60],
                                  r.predicted, r.tau, getattr(r, "tau_high", 0.0) or r.tau,
-                                 getattr(r, "hardware_known", True), r.row.method or ""))
+                                 getattr(r, "hardware_known", True), r.row.method or "", r.row.target,
+                                 row_gpu(r.row.hardware), r.row.batch, r.row.batch_known,
+                                 r.row.speedup or 0.0, r.row.source, r.row.task))
     return out
 
 
@@ -369,11 +380,27 @@ class Uncertainty(Strict):
                          "prediction to be, relative to the calibration's normalised residuals.")
     widened_by: str = Field("", description="The group (Mondrian calibration) whose own residuals widened the range "
                             "beyond its stratum's: grouping, key, rows and sources; empty when none did.")
+    evidence_rows: list[str] = Field(default_factory=list, description="The published runs of (nearly) this "
+                                     "configuration (same target or a name mapped to it, method, GPU or GPU class, "
+                                     "engine class, batch within 4x; specops.planner.published_runs) that moved the "
+                                     "range, P(gain) and the expected speedup toward them: method, speedup, batch, GPU, "
+                                     "source. Empty: none is near, the prediction is the model's alone.")
+    model_p_gain: float | None = Field(None, description="P(gain) from the model's held-out errors alone, before the "
+                                       "published runs moved it (null: no run was near).")
+    published_checked: bool = Field(False, description="Whether published runs of this configuration were looked "
+                                    "for (false: the range of a bare point prediction, with no configuration).")
 
     # names the plan and the old evidence object shared
     @property
     def speedup_range(self) -> tuple[float, float]:
         return self.speedup_low, self.speedup_high
+
+    def published_text(self) -> str:
+        """'published: <runs> (model alone: P(gain) p)' or 'no published run near this configuration'."""
+        if not self.evidence_rows:
+            return "no published run near this configuration" if self.published_checked else ""
+        more = f" and {len(self.evidence_rows) - 2} more" if len(self.evidence_rows) > 2 else ""
+        return f"published: {'; '.join(self.evidence_rows[:2])}{more} (model alone: P(gain) {self.model_p_gain:.2f})"
 
     def line(self) -> str:
         near = "" if self.near else "; no published row is near this configuration: the range extrapolates"
@@ -382,33 +409,51 @@ class Uncertainty(Strict):
         fit = ("" if self.bias == 0 and self.scale == 1 else
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         widened = f"; widened by {self.widened_by}" if self.widened_by else ""
-        return (f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x (hi/lo {self.width:.2f}), "
+        pub = self.published_text()
+        return ((pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
-                f"published rows{fit}: {self.rows} rows ({self.sources} sources) of its stratum "
-                f"({self.stratum}) weigh {self.own_weight:.0%}, the rest pooled{widened}; bounded by "
-                f"{ceiling} and all-rejected {self.floor:.2f}x{near}")
+                f"published rows{fit}: {self.rows} rows ({self.sources} sources) of {self.stratum} weigh "
+                f"{self.own_weight:.0%}{widened}; bounds {ceiling}, floor {self.floor:.2f}x{near}")
 
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
            level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
-           method: str = "") -> Uncertainty:
+           method: str = "", query=None) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): τ's one-sided 95% bound (:func:`tau_ceiling`) - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
     the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S).
-    The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture)."""
+    The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture).
+    ``query`` (:class:`specops.planner.published_runs.Query`): the configuration itself; the calibration's published
+    runs near it update the distribution (:func:`specops.planner.published_runs.update`) before the physics bounds."""
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
     where = Where(stratum, speedup, tau, high, hardware_known, method, calibration.density(stratum))
     mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
+    shown_mu, shown_sigma = mu, sigma
     logs = [mu + sigma * z for z in mix.logs]
     cap, floor = max(high, speedup), min(speedup / tau, speedup)
     z_lo, z_hi, widened = calibration.bounds(stratum, method, level)
     lo_q, hi_q = mu + sigma * z_lo, mu + sigma * z_hi
+    runs, model_p, bandwidth = [], None, BANDWIDTH
+    if query is not None:
+        from specops.planner.published_runs import near_runs, update
+
+        runs = near_runs(calibration.points, query, speedup)
+        if runs:
+            model_p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
+            m0, m1, k = update(logs, mix.weights, runs)
+            logs = [m1 + (x - m0) * k for x in logs]
+            lo_q, hi_q = m1 + (lo_q - m0) * k, m1 + (hi_q - m0) * k
+            mu, sigma, bandwidth = m1, 1.0, BANDWIDTH * k  # p_above below reads the moved logs directly
+            mix = replace(mix, logs=tuple(logs))
     lo = min(speedup, max(floor, speedup * math.exp(lo_q)))
     hi = max(speedup, min(cap, speedup * math.exp(hi_q)))
-    p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
+    if runs:
+        p = mix.p_above(-math.log(speedup), bandwidth) if speedup > 0 else 0.0
+    else:
+        p = mix.p_above((-math.log(speedup) - mu) / sigma, BANDWIDTH / sigma) if speedup > 0 else 0.0
     expected = sum(w * min(cap, max(floor, speedup * math.exp(r))) for r, w in zip(logs, mix.weights, strict=True))
     errs = sorted(zip((abs(r) for r in logs), mix.weights, strict=True))
     acc, med = 0.0, 0.0
@@ -425,8 +470,11 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
                        floor=round(floor, 3),
                        rows=mix.own_rows, sources=mix.own_sources, matched_on=LEVELS[mix.depth],
                        own_weight=round(mix.own_share, 3),
-                       stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH, median_error=round(med, 3),
-                       cited=list(mix.cites), bias=round(mu, 3), scale=round(sigma, 3), widened_by=widened)
+                       stratum=stratum.label(), near=mix.depth >= NEAR_DEPTH or bool(runs),
+                       median_error=round(med, 3), cited=list(mix.cites), bias=round(shown_mu, 3),
+                       scale=round(shown_sigma, 3), widened_by=widened, published_checked=query is not None,
+                       evidence_rows=[r.text() for r in runs],
+                       model_p_gain=None if model_p is None else round(min(1.0, max(0.0, model_p)), 3))
 
 
 def tau_ceiling(prior, gamma: int, tau: float, *, z: float | None = None) -> float:

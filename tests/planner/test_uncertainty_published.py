@@ -1,0 +1,115 @@
+"""Published runs of (nearly) the requested configuration as evidence (specops.planner.published_runs, issue 38).
+
+The shipped calibration, catalogs, priors and performance model, and the published row vLLM PR #32887 measured
+(gpt-oss-120b + EAGLE-3 on one B200 at batch 8: 1.25x, playbooks/data/heldout_2026-12.csv); synthetic residual
+points only where a property needs a run of known size (each test says which). Nothing is faked."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specops.planner import RecommendRequest, recommend
+from specops.planner.published_runs import query_for
+from specops.planner.uncertainty import RangeCalibration, ResidualPoint, Stratum, assess, default_calibration
+
+REQUEST = RecommendRequest(model="openai/gpt-oss-120b", gpu="B200", batch_size=8)
+PR = "32887"
+
+
+def _evidence_step(plan):
+    return next(s for s in plan.decision_path if s.rule == "evidence")
+
+
+def test_a_published_gain_of_this_very_configuration_is_picked_in_sample_and_named():
+    """In-sample (the shipped calibration holds vLLM PR #32887's row): the measured 1.25x lifts eagle3 over the bar
+    the model alone refuses it at, and the path and the JSON name the run."""
+    plan = recommend(REQUEST)
+    assert plan.method == "eagle3"
+    step = _evidence_step(plan).outcome
+    assert f"PR #{PR}" in step and "published: eagle3 1.25x at batch 8 on B200" in step
+    rows = plan.predicted.evidence_rows
+    assert rows and any(PR in r for r in rows)
+    ev = plan.predicted
+    assert ev.p_gain >= 0.80 and ev.expected_speedup > 1.0
+
+
+def test_with_its_source_held_out_the_prediction_is_the_models_and_says_so():
+    """The same request with PR #32887's rows left out of the calibration: no other source measured this target on
+    a B200, so the figures are the model's alone and the path says no published run is near."""
+    full = default_calibration()
+    held = RangeCalibration([p for p in full.points if PR not in p.source])
+    plan = recommend(REQUEST, residuals=held)
+    assert plan.predicted.evidence_rows in ([], None)
+    step = _evidence_step(plan).outcome
+    assert PR not in step
+    assert "no published run near this configuration" in step
+
+
+SERVING_HEAD_MOE = Stratum("serving", "head", "moe", "3-16")
+
+
+def _background(n: int = 30) -> list[ResidualPoint]:
+    """Synthetic: 30 sources of other targets with residuals spread ±0.3 around 0 (no run of the test's target)."""
+    return [ResidualPoint(f"bg{i}", (i % 7 - 3) * 0.1, SERVING_HEAD_MOE, speedup=1.5, tau=2.0, method="eagle3",
+                          target="other-model", gpu="H100", batch=8, batch_known=True, published=1.5)
+            for i in range(n)]
+
+
+def _run(source: str, published: float, *, batch: int = 8, gpu: str = "B200") -> ResidualPoint:
+    """Synthetic: a run the model (its source held out) predicted at 1.1x, published at ``published``."""
+    return ResidualPoint(source, math.log(published / 1.1), SERVING_HEAD_MOE, speedup=1.1, tau=2.0, method="eagle3",
+                         target="openai/gpt-oss-120b", gpu=gpu, batch=batch, batch_known=True, published=published,
+                         cite_full=f"{source} (synthetic)")
+
+
+QUERY = query_for(names=["openai/gpt-oss-120b", "gpt-oss-120b"], method="eagle3", gpu="B200", engine="serving",
+                  batch=8)
+
+
+def test_the_update_moves_toward_the_runs_more_the_more_sources_and_never_past_the_ceiling():
+    """Synthetic runs (a point prediction of 1.1x, runs at 1.6x, τ 1.7 with a ceiling of 1.8): one source moves the
+    expected speedup up, three move it further; a run far above τ pulls the range up to the ceiling and no further."""
+    alone = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background()), tau_high=1.8, method="eagle3",
+                   query=QUERY)
+    assert alone.evidence_rows == [] and "no published run near this configuration" in alone.line()
+    one = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [_run("a", 1.6)]), tau_high=1.8,
+                 method="eagle3", query=QUERY)
+    three = assess(1.1, 1.7, SERVING_HEAD_MOE,
+                   RangeCalibration(_background() + [_run(s, 1.6) for s in "abc"]), tau_high=1.8, method="eagle3",
+                   query=QUERY)
+    assert alone.expected_speedup < one.expected_speedup < three.expected_speedup <= 1.6 + 1e-9
+    assert alone.p_gain < one.p_gain <= three.p_gain
+    assert alone.model_p_gain is None and one.model_p_gain is not None and one.model_p_gain < one.p_gain
+    assert "published: eagle3 1.60x at batch 8 on B200" in one.line()
+    far = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [_run(s, 5.0) for s in "abcdef"]),
+                 tau_high=1.8, method="eagle3", query=QUERY)
+    assert far.speedup_high <= far.tau_high + 1e-9 and far.expected_speedup <= far.tau_high + 1e-9
+    assert far.speedup_high == pytest.approx(1.8, abs=2e-3)  # pulled to the ceiling, not past it
+
+
+def test_a_run_on_another_gpu_class_another_method_or_a_far_batch_is_not_near():
+    """Synthetic runs that differ in one respect each: none moves the prediction."""
+    far_batch = _run("a", 1.6, batch=64)
+    other_gpu = _run("b", 1.6, gpu="A100-80GB")
+    other_method = ResidualPoint("c", 0.0, SERVING_HEAD_MOE, speedup=1.6, tau=2.0, method="mtp",
+                                 target="openai/gpt-oss-120b", gpu="B200", batch=8, batch_known=True, published=1.6)
+    u = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [far_batch, other_gpu, other_method]),
+               tau_high=1.8, method="eagle3", query=QUERY)
+    assert u.evidence_rows == []
+
+
+def test_a_run_at_another_batch_moves_the_prediction_by_the_models_error_there_not_by_its_speedup():
+    """Synthetic: a run at batch 32 published 1.6x where the model (its source held out) also predicted 1.6x - the
+    model was right there. A request at batch 8 predicted at 1.1x is not pulled toward 1.6x (the speedup changes with
+    batch; the model's error is what carries over): its expected speedup moves less than 2%, and its range narrows."""
+    exact = ResidualPoint("a", 0.0, SERVING_HEAD_MOE, speedup=1.6, tau=2.0, method="eagle3", target="openai/gpt-oss-120b",
+                          gpu="B200", batch=32, batch_known=True, published=1.6)
+    alone = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background()), tau_high=1.8, method="eagle3",
+                   query=QUERY)
+    moved = assess(1.1, 1.7, SERVING_HEAD_MOE, RangeCalibration(_background() + [exact]), tau_high=1.8,
+                   method="eagle3", query=QUERY)
+    assert moved.evidence_rows and "batch 32" in moved.evidence_rows[0]
+    assert abs(math.log(moved.expected_speedup / alone.expected_speedup)) < 0.02
+    assert moved.width < alone.width
