@@ -43,6 +43,9 @@ def _shuffle_seed(config) -> int | None:
 
 
 def pytest_configure(config):
+    from tests.helpers import tiers  # the `costly` marker that `make test-fast` leaves out, and its guard
+
+    config.pluginmanager.register(tiers, "specops-tiers")
     worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: the controller's seed, not its own
     if worker is not None and "specops_shuffle_seed" in worker:
         config._specops_shuffle_seed = worker["specops_shuffle_seed"]
