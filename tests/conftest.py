@@ -111,9 +111,9 @@ def specops_home(tmp_path, monkeypatch, request):
     monkeypatch.setenv("SPECOPS_HOME", str(home))
     for var in ("SPECOPS_DB", "SPECOPS_PROMETHEUS_URL", "SPECOPS_DEBUG", "SPECOPS_PLAYBOOKS"):
         monkeypatch.delenv(var, raising=False)
-    from tests.helpers.planner_cache import seed  # the planner's disk cache, computed once per session
+    from tests.helpers.planner_cache import install  # the planner's disk cache, computed once per session
 
-    seed(home)
+    install(monkeypatch)
     yield home
     for key in [k for k in os.environ if k not in before]:
         del os.environ[key]
