@@ -294,6 +294,7 @@ def test_the_examples_of_each_doc_run_as_written(doc, tmp_path):
     assert [f for f in failures if f] == []
 
 
+@pytest.mark.costly  # bash and python -m specops
 def test_deploy_pages_examples_run_through_bash_and_the_console_entry_point(tmp_path):
     """The same checks as above for deploy.md's two fast examples, but as a reader's shell runs them: bash,
     a ``> deploy.yaml`` redirect, then ``python -m specops`` reading that file."""

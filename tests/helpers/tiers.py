@@ -43,9 +43,16 @@ def pytest_configure(config):
         sys.addaudithook(_audit)
 
 
+TRIVIAL = frozenset({"uname"})
+"""Processes that cost nothing worth a marker (the standard library's ``platform`` runs ``uname -p``)."""
+
+
 def _audit(event, args):
     if _state["guard"] and event in _SPAWN_EVENTS:
         what = args[1] if event == "subprocess.Popen" and len(args) > 1 else args[0] if args else ""
+        argv = what if isinstance(what, (list, tuple)) else [what]
+        if argv and os.path.basename(str(argv[0])) in TRIVIAL:
+            return
         _state["spawned"].append(f"{event} {what!r}"[:200])
 
 
