@@ -8,7 +8,7 @@ A test is ``costly`` when it
 - waits out a deadline of seconds by design (a peer that drips its answer, a lease that must expire).
 
 Applied here, at collection: from the fixtures a test requests (``COSTLY_FIXTURES``) and from its own source
-(``SPAWNS``: ``subprocess.``, ``sys.executable``, ...); by ``@pytest.mark.costly`` on the test (or
+(``SPAWNS``: ``subprocess.``, ``sys.executable``, ``import torch``, ...); by ``@pytest.mark.costly`` on the test (or
 ``pytestmark`` in its module) where a helper starts the process or the test waits by design. What keeps the marks honest:
 with ``SPECOPS_TEST_INNER_LOOP=1`` (`make test-fast` sets it) a test that starts a process without the
 mark fails, naming the process and the fix, so the inner loop cannot grow process starts unnoticed.
@@ -28,8 +28,8 @@ COSTLY_FIXTURES = frozenset({"cli_subprocess", "mini_models", "tiny_models", "en
 """Fixtures whose use makes a test costly (a process per call, or torch models loaded or trained)."""
 
 SPAWNS = re.compile(r"\bsubprocess\.|\bsys\.executable\b|\bPopen\b|\bmultiprocessing\b|\bos\.fork\b"
-                    r"|\brun_cli_subprocess\b")
-"""What in a test function's own source starts a process."""
+                    r"|\brun_cli_subprocess\b|\bimport torch\b|\bfrom transformers import\b|\bload_causal_lm\(")
+"""What in a test function's own source starts a process or loads torch/transformers (≈ 10 s the first time)."""
 
 _SPAWN_EVENTS = ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system", "os.exec")
 _state = {"guard": False, "spawned": []}
