@@ -43,6 +43,9 @@ def _shuffle_seed(config) -> int | None:
 
 
 def pytest_configure(config):
+    from tests.helpers import tiers  # the `costly` marker that `make test-fast` leaves out, and its guard
+
+    config.pluginmanager.register(tiers, "specops-tiers")
     worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: the controller's seed, not its own
     if worker is not None and "specops_shuffle_seed" in worker:
         config._specops_shuffle_seed = worker["specops_shuffle_seed"]
@@ -124,6 +127,9 @@ def specops_home(tmp_path, monkeypatch, request):
     monkeypatch.setenv("SPECOPS_HOME", str(home))
     for var in ("SPECOPS_DB", "SPECOPS_PROMETHEUS_URL", "SPECOPS_DEBUG", "SPECOPS_PLAYBOOKS"):
         monkeypatch.delenv(var, raising=False)
+    from tests.helpers.planner_cache import install  # the planner's disk cache, computed once per session
+
+    install(monkeypatch)
     yield home
     for key in [k for k in os.environ if k not in before]:
         del os.environ[key]

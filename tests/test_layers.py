@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.source import parsed
+
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
 FOUNDATION = {"errors", "models", "settings", "yamlfile", "jsonfile", "modelconfig", "outputs", "playbooks",
@@ -87,7 +89,7 @@ def _toplevel(body):
 def _imports(path: Path, top_level_only: bool = False, module: str | None = None) -> list[str]:
     """Absolute names of what ``path`` (the module ``module``, by default the one at that path)
     imports: ``from a import b`` -> a.b when that is a module, else a."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     nodes = list(_toplevel(tree.body)) if top_level_only else list(ast.walk(tree))
     me = (module or _module_name(path)).split(".")
     base = me if path.name == "__init__.py" else me[:-1]
@@ -229,7 +231,7 @@ def test_no_module_level_import_cycle():
 
 
 def _argv_literals(path: Path):
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, (ast.List, ast.Tuple)):
             consts = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
             yield consts

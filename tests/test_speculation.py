@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specops import speculation as sp
+from tests.helpers.source import parsed
 
 PKG = Path(__file__).resolve().parents[1] / "specops"
 
@@ -101,7 +102,7 @@ def _defs():
     out = []
     for path in PKG.rglob("*.py"):
         mod = str(path.relative_to(PKG))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 out.append((mod, node, node.name))
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -115,7 +116,7 @@ def _bisection_loops() -> list[str]:
     """Functions that halve an interval themselves: a loop whose body assigns (lo + hi) / 2."""
     found = []
     for path in PKG.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -140,7 +141,7 @@ def _method_lists() -> list[str]:
     for path in PKG.rglob("*.py"):
         if path.name == "speculation.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
             hits = [e.value for e in elts if isinstance(e, ast.Constant) and e.value in NAMES]
             if len(hits) >= 4:
@@ -167,7 +168,7 @@ def test_one_acceptance_type():
     for path in PKG.rglob("*.py"):
         if path.name == "speculation.py":
             continue
-        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for fn in ast.walk(parsed(path)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             where = f"{path.relative_to(PKG)}:{fn.name}"
@@ -195,7 +196,7 @@ def test_one_folder_layout():
     for path in PKG.rglob("*.py"):
         if path.relative_to(PKG).as_posix() == "engines/layout.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
                 right = node.right
                 if isinstance(right, ast.Constant) and right.value in LAYOUT_FILES:
@@ -209,8 +210,7 @@ def test_one_engine_start_and_one_vllm_client():
     spawns, urls = [], []
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG).as_posix()
-        src = path.read_text(encoding="utf-8")
-        tree = ast.parse(src)
+        tree = parsed(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("local.spawn", "spawn") and rel != "engines/local.py":
                 spawns.append(f"{rel}:{node.lineno}")

@@ -37,6 +37,7 @@ def _follow_fixes_until_the_gate_passes(cli, spec_path) -> list[str]:
     raise AssertionError(f"the gate still does not pass after following {followed}")
 
 
+@pytest.mark.costly  # a CLI subprocess: HF_ variables are read at import
 def test_following_the_fixes_makes_the_gate_pass_on_a_recommended_hub_spec(cli, tmp_path):
     from tests.helpers.hf_cache import hf_cache
 

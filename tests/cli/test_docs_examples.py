@@ -1,10 +1,13 @@
 """Every `specops ...` command in a fenced block of docs/*.md runs as written (tests/cli/docexamples.py
 extracts them), or is listed here with the reason it cannot run on this machine.
 
-Each doc's runnable examples run in order, as a reader would type them, through bash in a fresh
-working folder (with ``tests`` linked in, for the commands that name the tiny models) and a fresh
-SPECOPS_HOME; each is checked for its exit code and one key output (stdout and stderr, or the file
-it redirects into). The folders a doc assumes (``./llama``, ``./models/...``) are the committed tiny
+Each doc's runnable examples run in order, as a reader would type them, in a fresh working folder (with
+``tests`` linked in, for the commands that name the tiny models) and a fresh SPECOPS_HOME; each is checked
+for its exit code and one key output (stdout and stderr, or the file it redirects into). They run through
+the in-process CLI runner (tests/cli/inproc.py) with the argv bash would pass:
+``test_bash_passes_each_example_the_argv_the_in_process_run_gets`` has bash itself word-split every
+example, and deploy.md's examples (a redirect into a file the next one reads) also run through bash and
+``python -m specops``, as does the engine block of that page. The folders a doc assumes (``./llama``, ``./models/...``) are the committed tiny
 models; nothing else is faked. A synopsis (``[--opt]``, ``A | B``, ``NAME``) is not an example: its
 command is checked to exist (``--help`` exits 0). A new example that is in no table fails
 ``test_every_documented_example_is_accounted_for``."""
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.docexamples import Example, examples
+from tests.cli.inproc import run_inprocess
 from tests.conftest import REPO
 
 TINY = REPO / "tests" / "assets" / "tiny-models"
@@ -241,6 +246,29 @@ def _run(command: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedP
                           timeout=timeout)
 
 
+def _argv(command: str) -> tuple[list[str], str | None]:
+    """``command``'s arguments after ``specops`` as bash splits them (quotes, ``#`` comments), and the file
+    a trailing ``> FILE`` sends its stdout to (None without one)."""
+    words = shlex.split(command, comments=True)
+    assert words[0] == "specops", command
+    out = None
+    if ">" in words:
+        i = words.index(">")
+        out, words = words[i + 1], words[:i] + words[i + 2:]
+    return words[1:], out
+
+
+def _run_inprocess(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``command`` in this process (the real entry point, tests/cli/inproc.py) in ``cwd``, with the argv and
+    the stdout redirect bash would give it (``_argv``; the bash check below keeps the two the same)."""
+    args, out = _argv(command)
+    r = run_inprocess(*args, env={"COLUMNS": "200"}, cwd=cwd, timeout=300)
+    if out is not None:
+        (cwd / out).write_text(r.stdout)
+        r = subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr)
+    return r
+
+
 def _check(e: Example, r: subprocess.CompletedProcess, rc: int, pattern: str, out: str | None, cwd: Path) -> str:
     text = (cwd / out).read_text() if out and (cwd / out).is_file() else r.stdout + r.stderr
     if r.returncode != rc or not re.search(pattern, text):
@@ -262,8 +290,37 @@ def test_the_examples_of_each_doc_run_as_written(doc, tmp_path):
     cwd = _world(tmp_path, doc)
     failures = []
     for e in BY_DOC[doc]:
-        failures.append(_check(e, _run(e.command, cwd), *RUNS[e.command], cwd))
+        failures.append(_check(e, _run_inprocess(e.command, cwd), *RUNS[e.command], cwd))
     assert [f for f in failures if f] == []
+
+
+@pytest.mark.costly  # bash and python -m specops
+def test_deploy_pages_examples_run_through_bash_and_the_console_entry_point(tmp_path):
+    """The same checks as above for deploy.md's two fast examples, but as a reader's shell runs them: bash,
+    a ``> deploy.yaml`` redirect, then ``python -m specops`` reading that file."""
+    cwd = _world(tmp_path, "deploy.md")
+    failures = [_check(e, _run(e.command, cwd), *RUNS[e.command], cwd) for e in BY_DOC["deploy.md"]]
+    assert len(BY_DOC["deploy.md"]) == 2 and [f for f in failures if f] == []
+
+
+def test_bash_passes_each_example_the_argv_the_in_process_run_gets(tmp_path):
+    """One bash runs every example above with ``specops`` defined as a function that records its arguments:
+    the in-process runs get exactly those (``_argv``) and redirect into the files bash would. (A synopsis is no
+    bash; its check runs ``specops WORDS --help`` with the plain words of its command.)"""
+    log = tmp_path / "argv.log"
+    cases = [e for d in sorted(BY_DOC) for e in BY_DOC[d]]
+    script = f'specops() {{ printf "%s\\0" "$@" >> {shlex.quote(str(log))}; printf "\\1\\0" >> {shlex.quote(str(log))}; }}\n'
+    script += "\n".join(e.command for e in cases) + "\n"
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    r = subprocess.run(["bash", "-c", script], cwd=str(cwd), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    calls = log.read_text().split("\1\0")[:-1]
+    bash = [c.split("\0")[:-1] for c in calls]
+    assert len(bash) == len(cases)
+    assert [(e.id, b) for e, b in zip(cases, bash, strict=True)] == [(e.id, _argv(e.command)[0]) for e in cases]
+    redirected = sorted({out for e in cases if (out := _argv(e.command)[1])})
+    assert redirected and sorted(p.name for p in cwd.iterdir()) == redirected
 
 
 @pytest.mark.parametrize("e", [e for e in ALL if e.synopsis], ids=lambda e: e.id)
@@ -273,7 +330,7 @@ def test_every_synopsis_names_a_real_command(e, tmp_path):
         if not re.fullmatch(r"[a-z][a-z-]*", w):
             break
         words.append(w)
-    r = _run(f"specops {' '.join(words)} --help", tmp_path)
+    r = _run_inprocess(f"specops {' '.join(words)} --help", tmp_path)
     assert r.returncode == 0 and "Usage" in r.stdout, r.stdout + r.stderr
 
 

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "gen_docs.py"
@@ -45,6 +47,7 @@ def test_every_generated_span_is_closed_known_and_used():
         assert name in opened
 
 
+@pytest.mark.costly  # runs scripts/gen_docs.py
 def test_a_stale_number_is_caught_and_the_fix_named(tmp_path):
     """Edit one generated number the way a stale doc has it: --check names the file and the command,
     and running that command puts the number back and rewrites nothing else (so every other generated
@@ -65,6 +68,7 @@ def test_a_stale_number_is_caught_and_the_fix_named(tmp_path):
     assert page.read_text() == (REPO / "docs" / "kubernetes.md").read_text()
 
 
+@pytest.mark.costly  # runs scripts/gen_docs.py
 def test_the_generated_parts_of_docs_are_what_the_cli_prints_now():
     """`scripts/gen_docs.py --check` as a developer types it (a subprocess) exits 0 on this checkout."""
     assert _run("--check") == (0, "")

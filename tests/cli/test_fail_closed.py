@@ -46,6 +46,7 @@ def _main_without(module: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=120)
 
 
+@pytest.mark.costly  # a fresh interpreter without the k8s extra
 def test_deploying_to_kubernetes_without_the_k8s_extra_exits_2_and_names_it(tmp_path):
     spec = tmp_path / "k.yaml"
     spec.write_text("name: kk\ntarget:\n  model: org/m\n  revision: 0e9e39f249a16976918f6564b8830bc894c89659\n"

@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from tests.cli.inproc import CLEARED_STATE, FRESH_STATE, HARMLESS_STATE
+from tests.helpers.source import parsed
 
 PKG = Path(__file__).resolve().parents[2] / "specops"
 MUTATORS = {"append", "add", "update", "setdefault", "clear", "pop", "popitem", "extend", "insert", "discard",
@@ -35,7 +36,7 @@ def _module_state() -> set[tuple[str, str]]:
     found = set()
     for path in PKG.rglob("*.py"):
         module = ".".join(path.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__")
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         changed = _mutated(tree)
         for node in tree.body:
             targets = node.targets if isinstance(node, ast.Assign) else \

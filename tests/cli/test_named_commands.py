@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.source import parsed
 
 MENTION = re.compile(r"(?<![\w./$-])specops ((?:[a-z][a-z0-9-]*)(?: [^`'\"\n)\]|;,]*)?)")
 
@@ -26,7 +27,7 @@ def _texts():
     """(where, text, code) for every place a user reads a command from; ``code``: a line of a fenced
     block in the docs, where a line that starts with `specops` is a command to run."""
     for f in sorted((REPO / "specops").rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 yield f"{f.relative_to(REPO)}:{node.lineno}", node.value, False
             elif isinstance(node, ast.JoinedStr):  # f-strings: their literal parts

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import yaml
 
 
@@ -62,6 +63,7 @@ def test_gpu_and_vllm_version_come_from_env_then_config_file(cli, specops_home):
     assert json.loads(r.stdout)["gpu"] == "L40S"
 
 
+@pytest.mark.costly  # a CLI subprocess: HF_ variables are read at import
 def test_deployment_output_is_a_loadable_spec(cli, tmp_path):
     from tests.helpers.hf_cache import commit_of, hf_cache
 

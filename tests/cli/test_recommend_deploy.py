@@ -3,6 +3,7 @@
 import json
 import re
 
+import pytest
 import yaml
 
 from tests.helpers.hf_cache import commit_of, hf_cache
@@ -37,6 +38,7 @@ def test_a_head_method_without_a_draft_writes_no_placeholder(cli):
     assert "no eagle draft is known" in err and "--draft" in err and "<eagle draft" not in r.stdout
 
 
+@pytest.mark.costly  # a CLI subprocess: HF_ variables are read at import
 def test_a_model_specops_does_not_know_is_accepted_with_a_warning(cli, tmp_path):
     r = cli("recommend", "--model", "acme/Foo-9B", "--params-b", "9", "--gpu", "H100", "-o", "json")
     assert r.returncode == 0, r.stderr
@@ -52,6 +54,7 @@ def test_a_model_specops_does_not_know_is_accepted_with_a_warning(cli, tmp_path)
     assert spec["target"] == {"model": "acme/Bar-8B", "revision": commit_of("acme/Bar-8B")}
 
 
+@pytest.mark.costly  # a CLI subprocess: HF_ variables are read at import
 def test_unpinned_specs_name_every_pin_and_registration_in_one_gate_run(cli, tmp_path):
     empty = hf_cache(tmp_path / "hf")  # nothing in the Hugging Face cache
     r = cli("recommend", "--model", LLAMA, "--gpu", "H100", "-o", "deployment", env=empty)

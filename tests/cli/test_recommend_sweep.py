@@ -3,6 +3,8 @@ one table, `points` in JSON, and a plot checked in a real headless browser."""
 
 import json
 
+import pytest
+
 from tests.helpers.browser import png_pixels, screenshot
 
 LLAMA = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB")
@@ -67,6 +69,7 @@ def test_bad_sweeps_are_one_line_with_a_fix(cli, tmp_path):
         assert "To fix:" in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
 
+@pytest.mark.costly  # headless Chromium
 def test_the_plot_draws_the_band_and_break_even_and_renders_in_chromium(cli, tmp_path):
     svg = tmp_path / "sweep.svg"
     r = cli("recommend", *LLAMA, "--sweep", "batch=1,8,64,256", "--plot", str(svg), "-o", "json")

@@ -34,9 +34,8 @@ def _json(*args: str):
 
 
 @pytest.fixture(autouse=True)
-def _home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECOPS_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+def _cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # SPECOPS_HOME: the test's own (tests/conftest.py)
 
 
 def test_the_published_files_are_the_models_schemas_now():

@@ -53,6 +53,7 @@ def test_sigterm_stops_monitor_once_within_seconds_while_an_engine_drips(cli, pe
     assert "Traceback" not in err
 
 
+@pytest.mark.costly  # waits out the per-engine deadline (10 s) by design
 def test_one_dripping_engine_does_not_starve_the_fleet(cli, peer):
     slow = peer({"/metrics": (200, GOOD)}, drip_s=1.0)
     good = peer({"/metrics": (200, GOOD), "/v1/models": (200, MODELS)})

@@ -8,6 +8,7 @@ import inspect
 from pathlib import Path
 
 import specops.drift
+from tests.helpers.source import parsed
 
 DRIFT = Path(specops.drift.__file__).parent
 
@@ -22,7 +23,7 @@ def _cycle_loops() -> list[str]:
     shape both loops had before the merge (``Monitor.run`` and ``Watcher.run``)."""
     found = []
     for path in sorted(DRIFT.glob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path)
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

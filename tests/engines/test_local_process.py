@@ -13,6 +13,8 @@ import pytest
 from specops.engines import local
 from specops.errors import EngineError
 
+pytestmark = pytest.mark.costly  # real process groups started and stopped (tests/helpers/tiers.py)
+
 # A leader that starts two grandchildren and ignores nothing: the shape of vLLM's API server +
 # EngineCore + worker tree.
 TREE = ("import subprocess, sys, time\n"

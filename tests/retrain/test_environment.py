@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.source import parsed
+
 REPO = Path(__file__).resolve().parents[2]
 DRAFT = REPO / "tests" / "assets" / "tiny-models" / "draft-v1"
 HUB_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -101,7 +103,7 @@ SCOPED = {"specops/cli/main.py": 2, "specops/cli/recommend.py": 2}
 def test_no_other_library_code_writes_the_environment():
     found = {}
     for path in sorted((REPO / "specops").rglob("*.py")):
-        lines = _environ_writes(ast.parse(path.read_text(), filename=str(path)))
+        lines = _environ_writes(parsed(path))
         if lines:
             found[str(path.relative_to(REPO))] = len(lines)
     assert found == SCOPED, "a new write to os.environ in specops/: pass settings to the call instead"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -14,6 +16,7 @@ def _worker(*args: str) -> subprocess.CompletedProcess:
                           cwd=str(REPO), timeout=120)
 
 
+@pytest.mark.costly  # the worker's own process (python -m specops.retrain.worker)
 def test_the_worker_reports_a_deployment_it_does_not_know_in_one_line_and_exit_2(tmp_path):
     data = tmp_path / "p.jsonl"
     data.write_text('{"prompt": "hello"}\n')
@@ -22,6 +25,7 @@ def test_the_worker_reports_a_deployment_it_does_not_know_in_one_line_and_exit_2
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
 
 
+@pytest.mark.costly  # the worker's own process (python -m specops.retrain.worker)
 def test_the_worker_needs_a_source_of_prompts():
     r = _worker("--deployment", "chat")
     assert r.returncode == 2 and "--data" in r.stderr
