@@ -84,10 +84,9 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --batch-size 256 --allow-uncertain":
         (0, r"may be slower than no speculation", None),
     # recommend.md: the pick's worked example
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json                 # none: P(gain) "
-    "0.62": (0, r'"method": "none"[\s\S]*refused \(below the bar\): eagle3', None),
-    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 --min-p-gain 0.5 -o json  # eagle3 γ=1":
-        (0, r'"method": "eagle3",[^}]*?"num_speculative_tokens": 1,[\s\S]*"p_gain": 0\.6[12]', None),
+    "specops recommend --model openai/gpt-oss-120b --gpu B200 --batch-size 8 -o json   # eagle3 γ=1, predicted.evidence_rows "
+    "names PR #32887": (0, r'"method": "eagle3",[^}]*?"num_speculative_tokens": 1,[\s\S]*"evidence_rows": \[\s*'
+                           r'"eagle3 1\.25x at batch 8 on B200, vllm PR #32887"', None),
     # recommend.md
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --method eagle3 --adaptive-verification -o json":
         (0, r'"enable_adaptive_verification": true', None),
