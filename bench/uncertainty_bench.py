@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specops.planner.evidence import (  # noqa: E402
+    catalog_gpu,  # noqa: E402
     cross_validate,
     fit_priors,
     gpu_class,
@@ -46,7 +47,7 @@ from specops.planner.evidence import (  # noqa: E402
     prior_of,
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
-from specops.planner.published_runs import mapped_target, query_for, row_gpu  # noqa: E402
+from specops.planner.published_runs import mapped_target, query_for  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
@@ -136,7 +137,7 @@ def held_out(rows=None) -> list[Held]:
         kw = dict(tau_high=high, hardware_known=hardware_known(row.hardware), method=row.method)
         names = [row.target, mapped_target(row.target) or ""] + ([setup.model.id, *setup.model.names]
                                                                   if row.catalog_target else [])
-        q = query_for(names=names, method=row.method, gpu=row_gpu(row.hardware) or "?",
+        q = query_for(names=names, method=row.method, gpu=catalog_gpu(row.hardware) or "?",
                       engine=s.engine, batch=row.batch if row.batch_known else 0, task=row.task)
         u = assess(e.speedup, e.tau, s, fold.calibration, query=q if PUBLISHED else None, **kw)
         u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)

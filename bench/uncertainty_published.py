@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import uncertainty_bench as ub
 
-from specops.planner.evidence import hardware_known
-from specops.planner.published_runs import row_gpu, target_key
+from specops.planner.evidence import catalog_gpu, hardware_known
+from specops.planner.published_runs import target_key
 from specops.planner.uncertainty import DEFAULT_MIN_P_GAIN, assess, calibration_rows
 
 
@@ -24,7 +24,7 @@ def between_sources(rows=None) -> None:
     rows = rows if rows is not None else calibration_rows()
     cells: dict[tuple, dict[str, list[float]]] = {}
     for r in rows:
-        gpu = row_gpu(r.hardware)
+        gpu = catalog_gpu(r.hardware)
         if r.speedup and r.batch_known and gpu and r.method:
             key = (target_key(r.target), r.method, gpu, r.batch, engine_class(r.engine))
             cells.setdefault(key, {}).setdefault(source_key(r.source), []).append(math.log(r.speedup))

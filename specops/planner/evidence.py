@@ -111,11 +111,16 @@ def _target(row: PublishedRow, cat: Catalogs):
     return generic_model(row.target, total, float(active.group(1)) if active and looks_moe(name) else None)
 
 
+def catalog_gpu(hardware: str) -> str:
+    """The catalog GPU a published hardware text names (:data:`GPUS`, first match); '' when it names none."""
+    t = hardware.lower()
+    return next((g for key, g in GPUS if key in t), "")
+
+
 def hardware_known(text: str) -> bool:
     """The published hardware names a GPU of the catalog (:data:`GPUS`); else the row is predicted on an
     A100-80GB, a guess (`recommend` always knows its --gpu)."""
-    t = text.lower()
-    return any(key in t for key, _ in GPUS)
+    return bool(catalog_gpu(text))
 
 
 def size_in_name(name: str) -> float | None:
@@ -126,7 +131,7 @@ def size_in_name(name: str) -> float | None:
 
 def _setup(row: PublishedRow, cat: Catalogs, model, profiles=None) -> Setup:
     text = row.hardware.lower()
-    gpu = next((cat.gpu(g) for key, g in GPUS if key in text), None) or cat.gpu("A100-80GB")
+    gpu = cat.gpu(catalog_gpu(text) or "A100-80GB")
     m = re.search(r"(\d+)\s*x\s*", text) or re.search(r"tp=?(\d+)", text)
     count = int(m.group(1)) if m else 1
     if profiles is None:
@@ -330,8 +335,8 @@ def predict_baseline(row: BaselineRow, cat: Catalogs | None = None, profile=None
     from specops.planner.perfmodel import forward_ms
 
     cat = cat or load_catalogs()
-    gpu = next((g for key, g in GPUS if key in row.gpu.lower()), None)
-    if gpu is None:
+    gpu = catalog_gpu(row.gpu)
+    if not gpu:
         return None
     setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
     return forward_ms(setup, batch=row.batch, tokens_per_seq=1, kv_len=CONTEXT + OUTPUT / 2, kv_dtype="auto")
@@ -367,7 +372,7 @@ def predict_draft_cost(row: DraftCostRow, cat: Catalogs | None = None, profile=N
     from specops.planner.perfmodel import draft_ms, forward_ms
 
     cat = cat or load_catalogs()
-    gpu = next(g for key, g in GPUS if key in row.gpu.lower())
+    gpu = catalog_gpu(row.gpu)
     setup = Setup(cat.model(row.target), cat.gpu(gpu), row.gpus, profile or engine_profile(row.engine))
     arch = cat.model(row.draft)
     draft = DraftSpec("draft_model", arch.id, arch.params_b, model=arch)

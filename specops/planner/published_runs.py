@@ -103,14 +103,6 @@ def mapped_target(name: str) -> str | None:
     return next((entry for key, entry in TARGETS if key in low and entry), None)
 
 
-def row_gpu(hardware: str) -> str:
-    """The catalog GPU a row's hardware names ('' when it names none)."""
-    from specops.planner.evidence import GPUS
-
-    low = hardware.lower()
-    return next((g for key, g in GPUS if key in low), "")
-
-
 def short_cite(source: str) -> str:
     """The source up to its first parenthesis, quote or comma, a GitHub owner dropped: 'vllm PR #32887'."""
     head = re.split(r"[(,'\"]", source, maxsplit=1)[0].strip()

@@ -202,7 +202,7 @@ class ResidualPoint:
 
 def points_from(residuals: Iterable) -> list[ResidualPoint]:
     """:class:`ResidualPoint` s from :class:`specops.planner.evidence.Residual` s."""
-    from specops.planner.published_runs import row_gpu
+    from specops.planner.evidence import catalog_gpu
 
     out = []
     for r in residuals:
@@ -211,7 +211,7 @@ def points_from(residuals: Iterable) -> list[ResidualPoint]:
         out.append(ResidualPoint(source_key(r.row.source), r.log_ratio, s, r.row.source.split(",")[0][:60],
                                  r.predicted, r.tau, getattr(r, "tau_high", 0.0) or r.tau,
                                  getattr(r, "hardware_known", True), r.row.method or "", r.row.target,
-                                 row_gpu(r.row.hardware), r.row.batch, r.row.batch_known,
+                                 catalog_gpu(r.row.hardware), r.row.batch, r.row.batch_known,
                                  r.row.speedup or 0.0, r.row.source, r.row.task))
     return out
 
