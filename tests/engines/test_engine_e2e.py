@@ -35,8 +35,10 @@ START_TIMEOUT = 900
 # 187-193 tok/s against 136-140 without speculation, +33-37%; draft_model γ=3 is not faster there, so it
 # is not asserted). Both engines measured in this test, alternating, on the same prompts.
 # The margin from this test's own rounds (2026-12-03, load average 13-22): n-gram 1.45, 1.34, 1.34 (median
-# 1.34); the same test with the deploy's speculation removed 0.99, 1.11, 0.93 (median 0.99): halfway.
-SPEED_ROUNDS = 3
+# 1.34); the same test with the deploy's speculation removed 0.99, 1.11, 0.93 (median 0.99): halfway. Five rounds
+# since 2026-12-03 evening: with part 1 of `make test` beside it (now also the service tests) one run of three
+# rounds gave 1.08, 1.41, 1.04 (median 1.08, failed); two other fresh-clone runs passed.
+SPEED_ROUNDS = 5
 SPEED_MAX_TOKENS = 64
 MIN_SPEEDUP = 1.15
 
