@@ -155,28 +155,48 @@ def draft_cost_section() -> None:
 
 def sglang_eagle_sweep() -> None:
     """The SGLang batch sweep of the EAGLE-3 paper (Table 3: Llama-3.1-8B, one H100, chain of 3, MT-bench), EAGLE-1
-    and EAGLE-3 heads side by side, every row predicted with its source held out. The EAGLE/EAGLE-3 ratio shows
-    what the batch-24 EAGLE row (0.93x) misses: the two heads run the same engine, batch and γ, so a step-cost
-    term that grows with batch moves both alike; the ratio is τ (acceptance) plus the EAGLE-1 head's
-    full-vocabulary LM head."""
+    and EAGLE-3 heads side by side, every row predicted with its source held out, before and after the EAGLE-1
+    head's LM-head excess (perfmodel.lm_head_excess: the (V - 32K)·h weights an EAGLE-1/2 head reads per draft step
+    beyond an EAGLE-3 head). The EAGLE/EAGLE-3 ratio shows what the batch-24 EAGLE row (0.93x) misses: the two heads
+    run the same engine, batch and γ, so a step-cost term that grows with batch moves both alike; the ratio is τ
+    (acceptance) times the two heads' step-cost ratio."""
+    from specops.planner import perfmodel
     from specops.planner.evidence import cross_validate
     from specops.planner.priors import load_published
 
-    res = [x for x in cross_validate(load_published()) if x.row.engine == "sglang" and
-           x.row.source.startswith("EAGLE-3 (Li") and x.row.method in ("eagle", "eagle3") and x.row.batch > 1]
-    by = {(x.row.method, x.row.batch): x for x in res}
+    def sweep() -> dict:
+        res = [x for x in cross_validate(load_published()) if x.row.engine == "sglang" and
+               x.row.source.startswith("EAGLE-3 (Li") and x.row.method in ("eagle", "eagle3") and x.row.batch > 1]
+        return {(x.row.method, x.row.batch): x for x in res}
+
+    shipped = perfmodel.lm_head_excess
+    perfmodel.lm_head_excess = lambda target, method: 0.0  # before issue 37's fourth round: both heads priced alike
+    try:
+        old = sweep()
+    finally:
+        perfmodel.lm_head_excess = shipped
+    by = sweep()
     print("\n== SGLang sweep of the EAGLE-3 paper (Table 3), each row held out: EAGLE-1 vs EAGLE-3 by batch ==")
+    print("   (EAGLE predicted: before -> after pricing the EAGLE-1 head's full-vocabulary LM head; EAGLE-3 unchanged)")
     for b in sorted({k[1] for k in by}):
-        e1, e3 = by.get(("eagle", b)), by.get(("eagle3", b))
+        e1, e3, o1 = by.get(("eagle", b)), by.get(("eagle3", b)), old.get(("eagle", b))
         line = f"   batch {b:>3}:"
-        for name, x in (("EAGLE", e1), ("EAGLE-3", e3)):
-            line += f"  {name} published {x.row.speedup:.2f} predicted {x.predicted:.2f} (ln {x.log_ratio:+.2f});" if x \
-                else f"  {name} -;"
+        if e1 and o1:
+            line += f"  EAGLE published {e1.row.speedup:.2f} predicted {o1.predicted:.2f} -> {e1.predicted:.2f} " \
+                    f"(ln {o1.log_ratio:+.2f} -> {e1.log_ratio:+.2f});"
+        if e3:
+            line += f"  EAGLE-3 published {e3.row.speedup:.2f} predicted {e3.predicted:.2f} (ln {e3.log_ratio:+.2f});"
         if e1 and e3:
             line += f"  ratio published {e1.row.speedup / e3.row.speedup:.2f}, predicted {e1.predicted / e3.predicted:.2f}" \
                     f" = τ {e1.tau / e3.tau:.2f} x cost {(e3.tau / e3.predicted) / (e1.tau / e1.predicted):.2f}"
         print(line)
     _eagle_ratio_evidence()
+
+
+PR4247 = {"eagle": (230.08, 3.76), "eagle3": (378.57, 5.39)}
+"""SGLang PR #4247 (github.com/sgl-project/sglang/pull/4247), chromecast56's comment of 2025-03-10 'updated results'
+(with CUDA graphs), Llama 3.1 8B Instruct, num_steps=8, MT-bench: (throughput tok/s, acceptance length) of the
+EAGLE-2 and EAGLE-3 heads (the acceptance lengths are rows A271/A269 of playbooks/data/acceptance_2026-12.csv)."""
 
 
 def _eagle_ratio_evidence() -> None:
@@ -192,7 +212,10 @@ def _eagle_ratio_evidence() -> None:
         t = t1 / t3
         print(f"   τ ratio EAGLE/EAGLE-3 at chain 3 published by vLLM #20780 ({by['eagle'].id}/{by['eagle3'].id}): "
               f"{t1:.2f}/{t3:.2f} = {t:.2f}; the sweep's published speedup ratio 0.67-0.77 then "
-              f"needs the EAGLE-1 step {t / 0.77:.2f}-{t / 0.67:.2f}x the EAGLE-3 step (the model prices them alike)")
+              f"needs the EAGLE-1 step {t / 0.77:.2f}-{t / 0.67:.2f}x the EAGLE-3 step")
+    (thr2, tau2), (thr3, tau3) = PR4247["eagle"], PR4247["eagle3"]
+    print(f"   SGLang PR #4247 (Llama 3.1 8B, num_steps 8): EAGLE-2 {thr2} tok/s at τ {tau2}, EAGLE-3 {thr3} tok/s at τ "
+          f"{tau3}: the EAGLE-2 step costs {(tau2 / thr2) / (tau3 / thr3):.2f}x the EAGLE-3 step")
 
 
 def cases() -> None:

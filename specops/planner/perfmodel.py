@@ -389,6 +389,29 @@ def head_params(target: ModelSpec, method: str) -> float:
     return layer + target.vocab * h + extra
 
 
+EAGLE3_DRAFT_VOCAB = 32_000
+"""The released EAGLE-3 heads' own LM head vocabulary (vllm-project/speculators ``Eagle3SpeculatorConfig``: a
+32K draft vocabulary mapped onto the target's 128K; SpecForge trains the same ``draft_vocab_size``)."""
+
+
+def lm_head_excess(target: ModelSpec, method: str) -> float:
+    """Weights an EAGLE-1/2 head (method ``eagle``) reads at every draft step beyond what an EAGLE-3 head of the
+    same target reads: EAGLE-1/2 score the target's whole vocabulary through the target's LM head (SGLang and vLLM
+    share it with the head), EAGLE-3 heads score EAGLE3_DRAFT_VOCAB tokens - (V − 32K)·h, 394M weights (0.79 GB in
+    16 bits) per draft step for Llama-3.1-8B, none for 32K-vocabulary targets (Vicuna, Llama 2).
+
+    Relative, not absolute: :func:`head_params` keeps pricing the EAGLE-3 head with a full-vocabulary LM head,
+    because pricing it at 32K made EAGLE-3 and MTP worse held out (issue 37, 2026-12-03: EAGLE-3 0.147 → 0.157,
+    all rows 0.186 → 0.203) - that price carries costs the model has no term for. What the two heads' published
+    ratios support is the difference between them: the EAGLE-3 paper's SGLang and vLLM tables (EAGLE/EAGLE-3 0.67-0.77
+    at τ ratio 0.82, vLLM #20780) and SGLang PR #4247 (EAGLE-2 vs EAGLE-3, num_steps 8: 230 vs 379 tok/s at τ 3.76
+    vs 5.39, an EAGLE-2 step 1.15x the EAGLE-3 step). A cost only: the head's memory is unchanged (the LM head
+    is the target's own)."""
+    if method != "eagle":
+        return 0.0
+    return max(0, target.vocab - EAGLE3_DRAFT_VOCAB) * target.hidden
+
+
 def _head_setup(setup: Setup, params: float) -> Setup:
     t = setup.model
     head = t.model_copy(update={"params_b": params / 1e9, "active_params_b": None, "layers": 1, "experts": None,
@@ -416,7 +439,7 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     if info.drafting == "lookup" or gamma == 0:
         return lookup_ms(p, batch=batch, history=kv_len) if gamma else 0.0
     if info.family in ("head", "native") and info.drafting == "sequential":
-        head = _head_setup(setup, draft.params_b * 1e9)
+        head = _head_setup(setup, draft.params_b * 1e9 + lm_head_excess(setup.model, draft.method))
         one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
                          overhead_ms=p.draft_step_overhead_ms)
         return gamma * one  # sequential: each draft token needs the previous one
