@@ -565,43 +565,14 @@ def regret_section(held: list[Held]) -> None:
         print(f"   {s:<34} n={len(group):>3}  left {a[0]:5.2f} -> {b[0]:5.2f}   slowdown {a[1]:5.2f} -> {b[1]:5.2f}")
 
 
-# --- the cases, their own sources held out ------------------------------------------------------
-
-CASES = (
-    ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 1, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
-    ("meta-llama/Llama-3.1-8B-Instruct", "A100-80GB", 8, ("llama-3.1-8b", "llama3.1-8b", "llama-instruct 3.1 8b")),
-    ("openai/gpt-oss-120b", "B200", 1, ("gpt-oss-120b",)),
-    ("openai/gpt-oss-120b", "B200", 8, ("gpt-oss-120b",)),
-    ("openai/gpt-oss-120b", "H100", 1, ("gpt-oss-120b",)),
-)
-
-
-def cases_section() -> None:
-    from specops.planner import RecommendRequest, recommend
-
-    rows = calibration_rows()
-    print("\n== the issue's cases, every source with a row of the target held out ==")
-    for model, gpu, batch, keys in CASES:
-        out = {r.source for r in rows if any(k in r.target.lower() for k in keys)}
-        train = [r for r in rows if r.source not in out]
-        cal = RangeCalibration(points_from(cross_validate(train, unstated_gamma=True, held_out=out)))
-        plan = recommend(RecommendRequest(model=model, gpu=gpu, batch_size=batch), priors=fit_priors(train, held_out=out),
-                         residuals=cal)
-        p = plan.predicted
-        what = "none" if plan.method == "none" else (f"{plan.method} γ={plan.num_speculative_tokens} {p.speedup:.2f}x, "
-                                                      f"P(gain) {p.p_gain:.2f}, expected {p.expected_speedup:.2f}x")
-        print(f"{model} on {gpu}, batch {batch} ({len(out)} sources held out): {what}")
-        print(f"   {plan.decision_path[-1].outcome[:600]}")
-        same = [r for r in rows if r.source in out and r.batch == batch and r.speedup
-                and any(k in r.target.lower() for k in keys)]
-        for r in same[:4]:
-            print(f"   published: {r.method} {r.speedup:.2f}x at batch {r.batch} on {r.hardware[:40]} ({r.source[:50]})")
-        if len(same) > 4:
-            print(f"   ... and {len(same) - 4} more published rows of this target at this batch")
-
-
 def main() -> None:
-    from uncertainty_published import between_sources, published_section  # bench/, beside this script
+    from uncertainty_harness import (  # bench/, beside this script
+        cases_section,
+        decomposition_section,
+        eager_fit_section,
+        own_stands_section,
+    )
+    from uncertainty_published import between_sources, published_section
 
     held = held_out()
     between_sources()
@@ -611,6 +582,9 @@ def main() -> None:
     coverage_section(held)
     calibration_section(held)
     regret_section(held)
+    decomposition_section()
+    eager_fit_section()
+    own_stands_section(held, reassess=_reassess, groups=_groups, cov=_cov)
     cases_section()
 
 

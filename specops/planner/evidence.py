@@ -92,6 +92,17 @@ class Residual:
         return abs(self.log_ratio)
 
 
+def split_residual(r: Residual) -> tuple[float, float] | None:
+    """(τ half, cost half) of a held-out residual whose row publishes τ (mean accepted tokens per step: EAGLE's τ,
+    Spec-Bench's #MAT): with c = τ / speedup, one speculative step's cost in baseline forwards,
+    ln(published / predicted) = ln(τ_pub / τ) − ln(c_pub / c). The τ half is the acceptance model's error, the cost
+    half the step-cost model's; None where the row publishes no τ or the prediction recorded none."""
+    if not r.row.tau or not r.tau:
+        return None
+    tau_half = math.log(r.row.tau / r.tau)
+    return tau_half, tau_half - r.log_ratio
+
+
 def _target(row: PublishedRow, cat: Catalogs):
     if row.catalog_target:
         from specops.errors import SpecopsError

@@ -123,6 +123,9 @@ GROUPINGS: dict[str, Callable[[Stratum, str], str]] = {
     "method": lambda s, m: m,
 }
 """The groups issue 38's goal names (coverage ≥ 78% in each of ≥ 10 rows): what Mondrian calibration conditions on."""
+OWN_STANDS: int | None = None
+"""A stratum's own calibration stands (no union with the wider groups) once it has at least this many sources
+(None: never; bench/uncertainty_harness.py measures N nested; issue 38, 2026-12-03: not shipped, see there)."""
 NEAR_DEPTH = 3
 """A stratum matched at least this deep (engine, family, architecture) with rows of its own is "near"."""
 
@@ -252,8 +255,9 @@ class RangeCalibration:
     def __init__(self, points: Sequence[ResidualPoint], *, pool: float = POOL_SOURCES, exponent: float = SOURCE_EXPONENT,
                  adaptive: bool | None = None, mondrian: float | None = MONDRIAN_POOL,
                  groupings: dict[str, Callable[[Stratum, str], str]] | None = None, density_depth: int = NEAR_DEPTH,
-                 **difficulty):
+                 own_stands: int | None = OWN_STANDS, **difficulty):
         self.points = list(points)
+        self.own_stands = own_stands
         self.pool, self.exponent = pool, exponent
         self.mondrian = mondrian
         self.groupings = GROUPINGS if groupings is None else groupings
@@ -296,7 +300,12 @@ class RangeCalibration:
         lo, hi, which = mix.quantile(a), mix.quantile(b), ""
         if self.mondrian is not None and self.points:
             base = dict(zip(mix.logs, mix.weights, strict=True))  # score -> weight (ties merge: same quantiles)
-            for name, group in self.groupings.items():
+            groupings = self.groupings
+            if self.own_stands is not None and "stratum" in groupings:
+                label = stratum.label()
+                if len({p.source for p in self.points if p.stratum.label() == label}) >= self.own_stands:
+                    groupings = {"stratum": groupings["stratum"]}  # its own sources are enough: no wider union
+            for name, group in groupings.items():
                 g = group(stratum, method)
                 mine = [i for i, p in enumerate(self.points) if g and group(p.stratum, p.method) == g]
                 if not mine:
