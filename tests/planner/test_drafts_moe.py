@@ -126,6 +126,21 @@ def qwen3_moe_eagle3_slowdown_is_predicted() -> list[str]:
             for r in rows if r.predicted >= 1.1] + ([] if rows else ["no SpecForge rows"])
 
 
+def qwen3_moe_slowdown_at_published_tau() -> list[str]:
+    """The cost half of SpecForge #339 (issue 37): the issue states SGLang's acceptance length for every row (1.99,
+    1.86, 2.27); with that τ and the step cost the model predicts with the source held out (τ / predicted speedup),
+    every row is below 1.1x and none is over-priced (the cost model is not the half that misses; see
+    bench/stepcost_bench.py, 'SpecForge #339')."""
+    from specops.planner.stepcost import tau_cost_split
+
+    splits = [(r, tau_cost_split(r)) for r in _rows("SpecForge issue #339", "qwen3-30b-a3b")]
+    bad = [f"b{r.row.batch}: at the published τ {s.published_tau} predicted {s.speedup_at_published_tau:.2f}x"
+           for r, s in splits if s is None or s.speedup_at_published_tau >= 1.1]
+    bad += [f"b{r.row.batch}: model cost {s.model_cost:.2f} above the {s.cost_needed:.2f} the published figures imply"
+            for r, s in splits if s is not None and s.model_cost > s.cost_needed]
+    return bad + ([] if splits else ["no SpecForge rows"])
+
+
 SPEC_BENCH = "Spec-Bench leaderboard"
 
 
@@ -190,15 +205,20 @@ def medusa_acceptance_is_its_own() -> list[str]:
 PROPERTIES = [bigger_drafts_accept_more, draft_size_tradeoff_follows_leviathan, draft_cost_matches_published,
               named_drafts_use_their_own_rows,
               experts_touched_grows_and_saturates, moe_verification_costs_more_than_dense,
-              moe_baselines_match_published, qwen3_moe_eagle3_slowdown_is_predicted,
+              moe_baselines_match_published, qwen3_moe_eagle3_slowdown_is_predicted, qwen3_moe_slowdown_at_published_tau,
               head_acceptance_ranks_like_spec_bench, medusa_acceptance_is_its_own,
               spec_bench_ranks_heads_by_their_own_acceptance, vllm_chains_rank_heads_like_spec_bench]
 KNOWN_FAILING = {qwen3_moe_eagle3_slowdown_is_predicted: (
-    "since the residuals come from the shipped predictor (the acceptance model attached, fitted without SpecForge "
-    "#339's own acceptance rows), the held-out prediction is 1.39x at batch 1 and 1.22x at batch 4 against 0.93x and "
-    "0.75x published: without that source the acceptance model gives the SpecForge Qwen3-30B-A3B head a generic "
-    "EAGLE-3 acceptance, and the cost model does not see the MoE verification cost that makes it a slowdown "
-    "(the older speedup-table priors, which the residuals used before, predicted both below 1.1x)"),
+    "the miss is acceptance, not cost (issue 37, 2026-12-03, bench/stepcost_bench.py 'SpecForge #339'): held out, "
+    "the rows are predicted 1.74x (batch 1, 4-token tree), 1.28x (batch 4, chain of 3) and 1.43x (batch 4, 8-token "
+    "tree) against 0.93x, 0.79x and 0.75x. The issue states SGLang's acceptance length: 1.99, 1.86, 2.27; the "
+    "acceptance model, without any row of the zhuyksir DenseHead draft, gives a generic EAGLE-3 τ of 3.25, 2.51 and "
+    "3.81 (ln +0.49, +0.30, +0.52). The cost half is ln +0.13, +0.18, +0.13 (model 1.87, 1.97, 2.65 against the 2.14, "
+    "2.35, 3.01 the published figures imply), ~0.1 of it the baseline step this source's own base rows say is "
+    "over-priced at batch 1-4; with the published τ the model predicts 1.06x, 0.95x, 0.86x "
+    "(qwen3_moe_slowdown_at_published_tau), while a cost that matched exactly would still leave 1.52x and 1.26x "
+    "with the model's τ. Other MoE sources at batch 1-4 that state τ (Mixtral, DeepSeek-V3/R1 MTP, Llama-4-Scout) "
+    "have the model's cost already too high (median ln -0.13), so no MoE verification term is raised"),
     vllm_chains_rank_heads_like_spec_bench: (
     "no published chain rows for Medusa or EAGLE-2: the only EAGLE(-1/2) chain rows are vLLM's EAGLE-1 "
     "(issue #20780, yuhuili/EAGLE-llama2-chat-7b, α0 0.62-0.63) and Medusa's chain α0 is its one tree row "
