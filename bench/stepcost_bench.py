@@ -238,8 +238,8 @@ def moe_slowdown_split() -> None:
           " the one\n   the published speedup needs at the published τ; ln halves sum to ln(predicted / published))")
     for r, s in res:
         if "SpecForge issue #339" in r.row.source:
-            shape = f"tree {r.row.tree_tokens}" if r.row.structure == "tree" else "chain"
-            print(f"   batch {r.row.batch} γ={r.row.gamma} {shape:<7} published {s.published_speedup:.2f}x predicted "
+            shape = f"tree of {r.row.tree_tokens + 1}" if r.row.structure == "tree" else "chain"
+            print(f"   batch {r.row.batch} γ={r.row.gamma} {shape:<10} published {s.published_speedup:.2f}x predicted "
                   f"{s.model_speedup:.2f}x | τ {s.model_tau:.2f} vs {s.published_tau:.2f} (ln {s.tau_log_error:+.2f}); "
                   f"cost {s.model_cost:.2f} vs {s.cost_needed:.2f} (ln {s.cost_log_error:+.2f}); at the published τ "
                   f"{s.speedup_at_published_tau:.2f}x; at the model's τ with the needed cost "
@@ -255,6 +255,31 @@ def moe_slowdown_split() -> None:
     print("   MoE rows at batch 1-4 of other sources, cost half: " + ", ".join(
         f"{r.row.target[:18]} {r.row.method} {s.cost_log_error:+.2f}" for r, s in res
         if r.moe and r.row.batch <= 4 and "SpecForge issue #339" not in r.row.source))
+    _moe_step_by_tokens()
+
+
+def _moe_step_by_tokens() -> None:
+    """The published step cost of SGLang EAGLE-3 on Qwen3-30B-A3B by tokens verified (SpecForge #339 and AngelSlim
+    #163; planner/moe_steps.py), no acceptance model involved, against the model's verification + drafting."""
+    import math
+
+    from specops.planner.catalog import load_catalogs
+    from specops.planner.moe_steps import cost_growth, load_spec_steps, model_price
+
+    cat, rows = load_catalogs(), load_spec_steps()
+    print("   the same target's step cost without any acceptance model (playbooks/data/moe_spec_steps_2026-12.csv):\n"
+          "   cost = acc len x base tok/s / spec tok/s, against the model's (verify + draft) / decode, ms per step")
+    for r in rows:
+        p = model_price(r, cat)
+        print(f"   {r.id:<26} TP{r.tp} b{r.batch:<3} verifies {r.num_draft_tokens:>2}, {r.steps} draft steps: published "
+              f"{r.published_cost:.2f} ({r.batch * r.accept_length * 1000 / r.throughput:5.1f} / "
+              f"{r.batch * 1000 / r.base_throughput:4.1f} ms), model {p.cost:.2f} ({p.verify_ms:4.1f} + {p.draft_ms:3.1f} / "
+              f"{p.base_ms:3.1f} ms), ln {math.log(r.published_cost / p.cost):+.2f}")
+    for src in dict.fromkeys(r.source for r in rows):
+        g = cost_growth([r for r in rows if r.source == src and r.batch == 1], cat)
+        if g:
+            print(f"   {src[:44]}: batch 1, fewest -> most tokens verified, step cost grows {g[0]:.2f}x published, "
+                  f"{g[1]:.2f}x model")
 
 
 def cases() -> None:
