@@ -254,7 +254,8 @@ def moe_slowdown_split() -> None:
               f"{statistics.median(s.tau_log_error for _, s in v):+.3f}, cost {statistics.median(s.cost_log_error for _, s in v):+.3f}")
     print("   MoE rows at batch 1-4 of other sources, cost half: " + ", ".join(
         f"{r.row.target[:18]} {r.row.method} {s.cost_log_error:+.2f}" for r, s in res
-        if r.moe and r.row.batch <= 4 and "SpecForge issue #339" not in r.row.source))
+        if r.moe and r.row.batch <= 4 and "SpecForge issue #339" not in r.row.source) +
+        " (MoE as evidence.looks_moe names it: the DeepSeek-R1-Distill-LLaMA-8B row is dense, Llama-4-Scout is MoE)")
     _moe_step_by_tokens()
 
 
