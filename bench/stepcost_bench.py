@@ -10,7 +10,9 @@ Prints, over playbooks/data/baselines_2026-12.csv (leave-one-source-out, planner
 5. the gpt-oss-120b baseline on B200 (vLLM PR #32887) with its source held out;
 6. the SGLang EAGLE-1 / EAGLE-3 batch sweep (EAGLE-3 paper, Table 3), held out, with the EAGLE/EAGLE-3 ratio split into
    τ x cost and vLLM #20780's τ ratio of the same two heads;
-7. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
+7. SpecForge #339's Qwen3-30B-A3B EAGLE-3 slowdown split into τ and cost, and the same split over every held-out row
+   that states τ (MoE/dense, engine, batch);
+8. the issue's cases: gpt-oss-120b + EAGLE-3 by batch with its MoE regime, the priced TurboQuant mitigation,
    n-gram speedup/τ by context and batch, --qps against the prefill limit, TTFT with a head.
 
 Run: .venv/bin/python bench/stepcost_bench.py
@@ -218,6 +220,69 @@ def _eagle_ratio_evidence() -> None:
           f"{tau3}: the EAGLE-2 step costs {(tau2 / thr2) / (tau3 / thr3):.2f}x the EAGLE-3 step")
 
 
+def moe_slowdown_split() -> None:
+    """SpecForge #339 (Qwen3-30B-A3B + EAGLE-3, 2x H100 TP2, SGLang): a published slowdown whose rows also state
+    SGLang's acceptance length. Each row, predicted with its source held out, split into τ and cost
+    (stepcost.tau_cost_split); then the same split over every held-out row that states τ, by MoE/dense, engine and
+    batch, to see whether MoE rows at small batch carry a cost the model misses."""
+    import statistics
+    from collections import defaultdict
+
+    from specops.planner.evidence import cross_validate
+    from specops.planner.stepcost import tau_cost_split
+
+    res = [(r, tau_cost_split(r)) for r in cross_validate()]
+    res = [(r, s) for r, s in res if s is not None]
+    print("\n== SpecForge #339 (Qwen3-30B-A3B + EAGLE-3, 2x H100, SGLang), source held out: τ x cost ==")
+    print("   (τ: the acceptance model's / the issue's 'acc len'; cost: speculative step / baseline step, the model's /"
+          " the one\n   the published speedup needs at the published τ; ln halves sum to ln(predicted / published))")
+    for r, s in res:
+        if "SpecForge issue #339" in r.row.source:
+            shape = f"tree of {r.row.tree_tokens + 1}" if r.row.structure == "tree" else "chain"
+            print(f"   batch {r.row.batch} γ={r.row.gamma} {shape:<10} published {s.published_speedup:.2f}x predicted "
+                  f"{s.model_speedup:.2f}x | τ {s.model_tau:.2f} vs {s.published_tau:.2f} (ln {s.tau_log_error:+.2f}); "
+                  f"cost {s.model_cost:.2f} vs {s.cost_needed:.2f} (ln {s.cost_log_error:+.2f}); at the published τ "
+                  f"{s.speedup_at_published_tau:.2f}x; at the model's τ with the needed cost "
+                  f"{s.model_tau / s.cost_needed:.2f}x")
+    groups: dict = defaultdict(list)
+    for r, s in res:
+        groups[("MoE" if r.moe else "dense", r.row.engine, "batch 1-4" if r.row.batch <= 4 else "batch 5+")].append((r, s))
+    print("   every held-out row that states τ, median ln halves (τ: + = τ over-predicted; cost: + = cost under-predicted):")
+    for k in sorted(groups):
+        v = groups[k]
+        print(f"   {' '.join(k):<28} {len(v):>3} rows, {len({r.row.source for r, _ in v})} sources: τ "
+              f"{statistics.median(s.tau_log_error for _, s in v):+.3f}, cost {statistics.median(s.cost_log_error for _, s in v):+.3f}")
+    print("   MoE rows at batch 1-4 of other sources, cost half: " + ", ".join(
+        f"{r.row.target[:18]} {r.row.method} {s.cost_log_error:+.2f}" for r, s in res
+        if r.moe and r.row.batch <= 4 and "SpecForge issue #339" not in r.row.source) +
+        " (MoE as evidence.looks_moe names it: the DeepSeek-R1-Distill-LLaMA-8B row is dense, Llama-4-Scout is MoE)")
+    _moe_step_by_tokens()
+
+
+def _moe_step_by_tokens() -> None:
+    """The published step cost of SGLang EAGLE-3 on Qwen3-30B-A3B by tokens verified (SpecForge #339 and AngelSlim
+    #163; planner/moe_steps.py), no acceptance model involved, against the model's verification + drafting."""
+    import math
+
+    from specops.planner.catalog import load_catalogs
+    from specops.planner.moe_steps import cost_growth, load_spec_steps, model_price
+
+    cat, rows = load_catalogs(), load_spec_steps()
+    print("   the same target's step cost without any acceptance model (playbooks/data/moe_spec_steps_2026-12.csv):\n"
+          "   cost = acc len x base tok/s / spec tok/s, against the model's (verify + draft) / decode, ms per step")
+    for r in rows:
+        p = model_price(r, cat)
+        print(f"   {r.id:<26} TP{r.tp} b{r.batch:<3} verifies {r.num_draft_tokens:>2}, {r.steps} draft steps: published "
+              f"{r.published_cost:.2f} ({r.batch * r.accept_length * 1000 / r.throughput:5.1f} / "
+              f"{r.batch * 1000 / r.base_throughput:4.1f} ms), model {p.cost:.2f} ({p.verify_ms:4.1f} + {p.draft_ms:3.1f} / "
+              f"{p.base_ms:3.1f} ms), ln {math.log(r.published_cost / p.cost):+.2f}")
+    for src in dict.fromkeys(r.source for r in rows):
+        g = cost_growth([r for r in rows if r.source == src and r.batch == 1], cat)
+        if g:
+            print(f"   {src[:44]}: batch 1, fewest -> most tokens verified, step cost grows {g[0]:.2f}x published, "
+                  f"{g[1]:.2f}x model")
+
+
 def cases() -> None:
     """The issue's cases, each printed with the numbers behind it."""
     from specops.planner import RecommendRequest, recommend
@@ -256,4 +321,5 @@ if __name__ == "__main__":
     draft_cost_section()
     draft_model_stratum()
     sglang_eagle_sweep()
+    moe_slowdown_split()
     cases()

@@ -182,18 +182,18 @@ def _task(text: str) -> str:
 
 def _structure(text: str, method: str | None) -> tuple[str, int | None, int | None]:
     t = text.lower()
+    # SGLang's speculative_num_draft_tokens counts the root (a chain of 3 steps is num_draft 4): one less draft token
+    sglang = re.search(r"num[_-]draft(?:[_-]tokens)?[ =]?(\d+)", t)
     if "tree" in t and "no tree" not in t:
-        depth = re.search(r"depth (\d+)", t)
-        tokens = (re.search(r"(\d+) draft tokens", t) or re.search(r"tree k=(\d+)", t)
-                  or re.search(r"num[_-]draft(?:[_-]tokens)?[ =]?(\d+)", t))
-        n_tok = int(tokens.group(1)) if tokens else None
+        depth = re.search(r"depth (\d+)", t) or re.search(r"(?:num-)?steps[ =](\d+)", t)
+        tokens = re.search(r"(\d+) draft tokens", t) or re.search(r"tree k=(\d+)", t)
+        n_tok = int(tokens.group(1)) if tokens else int(sglang.group(1)) - 1 if sglang else None
         if "static tree" in t:  # EAGLE App. A.1: 5 draft forward passes, ~26-node tree
             return "tree", 5, 26
         return "tree", int(depth.group(1)) if depth else 4, n_tok or 60
     if "topk" in t and not re.search(r"topk[ =]1\b", t) and ("num_draft" in t or "num-draft" in t):
-        tokens = re.search(r"num[_-]draft(?:[_-]tokens)?[ =]?(\d+)", t)
         depth = re.search(r"(?:num-)?steps[ =](\d+)", t)
-        return "tree", int(depth.group(1)) if depth else 4, int(tokens.group(1)) if tokens else 60
+        return "tree", int(depth.group(1)) if depth else 4, int(sglang.group(1)) - 1 if sglang else 60
     for pat in (r"(?:gamma|k|num_spec(?:ulative)?_tokens|mtp|nextn|n_draft|v)\s*=\s*(\d+)", r"max length (\d+)",
                 r"(\d+) extra token", r"(\d+) speculative tokens", r"(\d+)-token", r"--spec-draft-n-max (\d+)",
                 r"--draft-max (\d+)", r"--draft-block-size (\d+)", r"(?:num-)?steps (\d+)",

@@ -323,3 +323,45 @@ def rows_for_model(model_id: str) -> list[str]:
 
 def median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
+
+
+@dataclass(frozen=True)
+class TauCostSplit:
+    """A held-out speedup residual split into its two halves. The model's speedup is τ_m / c_m (c_m: the speculative
+    step over the baseline step); a published row that also states its acceptance length τ_p says which half missed:
+    ``cost_needed`` = τ_p / S_p is the step cost the published speedup S_p implies at the published τ, and
+    ``speedup_at_published_tau`` = τ_p / c_m is the model's speedup with its own cost and the published τ."""
+
+    published_speedup: float
+    published_tau: float
+    model_speedup: float
+    model_tau: float
+
+    @property
+    def model_cost(self) -> float:
+        return self.model_tau / self.model_speedup
+
+    @property
+    def cost_needed(self) -> float:
+        return self.published_tau / self.published_speedup
+
+    @property
+    def speedup_at_published_tau(self) -> float:
+        return self.published_tau / self.model_cost
+
+    @property
+    def tau_log_error(self) -> float:
+        """ln(model τ / published τ): the acceptance half of ln(model speedup / published speedup)."""
+        return math.log(self.model_tau / self.published_tau)
+
+    @property
+    def cost_log_error(self) -> float:
+        """ln(cost needed / model cost): the cost half; the two halves sum to the speedup's log error."""
+        return math.log(self.cost_needed / self.model_cost)
+
+
+def tau_cost_split(residual) -> TauCostSplit | None:
+    """Split an :class:`specops.planner.evidence.Residual` whose row states τ (None when it does not)."""
+    if not residual.row.tau or not residual.row.speedup:
+        return None
+    return TauCostSplit(residual.row.speedup, residual.row.tau, residual.predicted, residual.tau)

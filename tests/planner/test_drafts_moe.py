@@ -126,6 +126,37 @@ def qwen3_moe_eagle3_slowdown_is_predicted() -> list[str]:
             for r in rows if r.predicted >= 1.1] + ([] if rows else ["no SpecForge rows"])
 
 
+def qwen3_moe_slowdown_at_published_tau() -> list[str]:
+    """The cost half of SpecForge #339 (issue 37): the issue states SGLang's acceptance length for every row (1.99,
+    1.86, 2.27); with that τ and the step cost the model predicts with the source held out (τ / predicted speedup),
+    every row is within e^±0.25 of its published speedup - the cost model alone is within the band, the acceptance
+    half is not (bench/stepcost_bench.py, 'SpecForge #339')."""
+    from specops.planner.stepcost import tau_cost_split
+
+    splits = [(r, tau_cost_split(r)) for r in _rows("SpecForge issue #339", "qwen3-30b-a3b")]
+    bad = [f"b{r.row.batch}: no published τ" for r, s in splits if s is None]
+    bad += [f"b{r.row.batch}: at the published τ {s.published_tau} predicted {s.speedup_at_published_tau:.2f}x, "
+            f"published {s.published_speedup:.2f}x" for r, s in splits
+            if s is not None and abs(math.log(s.speedup_at_published_tau / s.published_speedup)) > 0.25]
+    return bad + ([] if splits else ["no SpecForge rows"])
+
+
+def moe_step_cost_grows_with_tokens_as_published() -> list[str]:
+    """SGLang EAGLE-3 on Qwen3-30B-A3B at batch 1 (SpecForge #339 on TP2, AngelSlim #163 on TP4;
+    playbooks/data/moe_spec_steps_2026-12.csv): from the fewest to the most tokens verified (4 to 60/64), the
+    published step cost (acceptance length x base / speculative throughput) grows by the factor the model's
+    verification + drafting grows, within e^±0.25."""
+    from specops.planner.moe_steps import cost_growth, load_spec_steps
+
+    rows = load_spec_steps()
+    bad = []
+    for src in dict.fromkeys(r.source for r in rows):
+        g = cost_growth([r for r in rows if r.source == src and r.batch == 1])
+        if g is None or abs(math.log(g[1] / g[0])) > 0.25:
+            bad.append(f"{src[:40]}: step cost growth published {g[0]:.2f}x, model {g[1]:.2f}x" if g else src)
+    return bad
+
+
 SPEC_BENCH = "Spec-Bench leaderboard"
 
 
@@ -190,15 +221,32 @@ def medusa_acceptance_is_its_own() -> list[str]:
 PROPERTIES = [bigger_drafts_accept_more, draft_size_tradeoff_follows_leviathan, draft_cost_matches_published,
               named_drafts_use_their_own_rows,
               experts_touched_grows_and_saturates, moe_verification_costs_more_than_dense,
-              moe_baselines_match_published, qwen3_moe_eagle3_slowdown_is_predicted,
+              moe_baselines_match_published, qwen3_moe_eagle3_slowdown_is_predicted, qwen3_moe_slowdown_at_published_tau,
+              moe_step_cost_grows_with_tokens_as_published,
               head_acceptance_ranks_like_spec_bench, medusa_acceptance_is_its_own,
               spec_bench_ranks_heads_by_their_own_acceptance, vllm_chains_rank_heads_like_spec_bench]
 KNOWN_FAILING = {qwen3_moe_eagle3_slowdown_is_predicted: (
-    "since the residuals come from the shipped predictor (the acceptance model attached, fitted without SpecForge "
-    "#339's own acceptance rows), the held-out prediction is 1.39x at batch 1 and 1.22x at batch 4 against 0.93x and "
-    "0.75x published: without that source the acceptance model gives the SpecForge Qwen3-30B-A3B head a generic "
-    "EAGLE-3 acceptance, and the cost model does not see the MoE verification cost that makes it a slowdown "
-    "(the older speedup-table priors, which the residuals used before, predicted both below 1.1x)"),
+    "the miss is acceptance more than cost (issue 37, 2026-12-03; bench/stepcost_bench.py 'SpecForge #339'): held "
+    "out, the rows are predicted 1.87x (batch 1, 4-token tree), 1.28x (batch 4, chain of 3) and 1.30x (batch 4, "
+    "8-token tree) against 0.93x, 0.79x and 0.75x. The issue states SGLang's acceptance length, 1.99, 1.86 and 2.27; "
+    "the acceptance model, with no row of the zhuyksir DenseHead draft left, gives a generic EAGLE-3 τ of 3.25, 2.51 "
+    "and 3.25 (ln +0.49, +0.30, +0.36). The cost half is ln +0.21, +0.18, +0.19 (the model's step cost 1.74, 1.97, "
+    "2.50 against the 2.14, 2.35, 3.01 the published figures imply), about 0.1 of it the decode step this source's "
+    "own base rows find over-priced at batch 1-4. With the published τ the model gives 1.14x, 0.95x, 0.91x "
+    "(qwen3_moe_slowdown_at_published_tau); a cost that matched exactly would still leave 1.52x and 1.08x with the "
+    "model's τ. Raising the MoE verification cost is not supported: other MoE sources at batch 1-4 that state τ "
+    "(Mixtral, DeepSeek-V3/R1 MTP, Llama-4-Scout n-gram) find the model's cost already too high (median ln -0.11; "
+    "-0.13 with the dense DeepSeek-R1-Distill-LLaMA-8B row that evidence.looks_moe counts as MoE), and the "
+    "same target's published step grows less with the tokens verified than the model's "
+    "(moe_step_cost_grows_with_tokens_as_published)"),
+    moe_step_cost_grows_with_tokens_as_published: (
+    "SGLang EAGLE-3 on Qwen3-30B-A3B at batch 1, 4 to 60/64 tokens verified: the published step cost grows 1.71x "
+    "(SpecForge #339, TP2) and 1.33x (AngelSlim #163, TP4), the model's 2.86x and 2.39x: its routed-expert reads "
+    "grow from 24 to ~122 experts per layer and dominate, while the published 4-token step already costs 2.1-2.6x a "
+    "decode step (the model 1.6-1.7x). A fixed cost of a speculative step that the model does not have, and a "
+    "gentler growth with tokens; letting tree siblings share experts (same parent context) flattens the model's "
+    "growth (1.76x / 1.62x at full sharing) but leaves every row under-priced by ln +0.1 to +0.5, and no SGLang "
+    "per-step overhead that other sources support closes the 4-token gap (issue 37, 2026-12-03)"),
     vllm_chains_rank_heads_like_spec_bench: (
     "no published chain rows for Medusa or EAGLE-2: the only EAGLE(-1/2) chain rows are vLLM's EAGLE-1 "
     "(issue #20780, yuhuili/EAGLE-llama2-chat-7b, α0 0.62-0.63) and Medusa's chain α0 is its one tree row "

@@ -208,3 +208,19 @@ def test_a_draft_lm_on_tensorrt_llm_is_priced_as_its_draft_size_sweep_asks():
         return sum(abs(math.log(pub / pred)) for _, pub, pred in e) / len(e)
 
     assert err(0.0) <= min(err(v) for v in GRID[::2]) + 0.01
+
+
+def test_tau_cost_split_halves_add_up():
+    """A held-out residual's τ and cost halves (stepcost.tau_cost_split) sum to ln(predicted / published), and the
+    cost the published figures imply reproduces the published speedup at the published τ (numbers: the SGLang
+    Qwen3-30B-A3B row of SpecForge #339 at batch 4, 0.791x at acc len 1.86, against a 1.28x / τ 2.51 prediction)."""
+    from types import SimpleNamespace
+
+    from specops.planner.stepcost import tau_cost_split
+
+    r = SimpleNamespace(row=SimpleNamespace(tau=1.86, speedup=0.791), predicted=1.28, tau=2.51)
+    s = tau_cost_split(r)
+    assert s.tau_log_error + s.cost_log_error == pytest.approx(math.log(1.28 / 0.791))
+    assert s.published_tau / s.cost_needed == pytest.approx(0.791)
+    assert s.speedup_at_published_tau == pytest.approx(1.86 / (2.51 / 1.28))
+    assert tau_cost_split(SimpleNamespace(row=SimpleNamespace(tau=None, speedup=0.9), predicted=1.0, tau=2.0)) is None
