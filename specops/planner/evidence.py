@@ -65,8 +65,10 @@ def looks_moe(name: str) -> bool:
     """A mixture-of-experts target by its published name (Qwen3-30B-A3B, Mixtral, DeepSeek-V3, ...),
     for rows whose target is not in the catalog."""
     n = name.lower()
-    return bool(re.search(r"-a\d+(\.\d+)?b\b", n)) or any(k in n for k in ("moe", "mixtral", "deepseek", "scout",
-                                                                          "maverick", "gpt-oss", "kimi", "glm-5"))
+    if "distill" in n:  # DeepSeek-R1-Distill-Llama/Qwen: dense students of an MoE teacher
+        return False
+    return (bool(re.search(r"-a\d+(\.\d+)?b\b|deepseek[- ]?(v\d|r1|moe|coder[- ]v2)", n))
+            or any(k in n for k in ("moe", "mixtral", "scout", "maverick", "gpt-oss", "kimi", "glm-5")))
 
 
 def batch_range(batch: int) -> str:

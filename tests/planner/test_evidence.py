@@ -61,3 +61,12 @@ def test_the_residuals_are_the_shipped_predictors_with_the_acceptance_model_fitt
     assert not {"eagle3-paper", "eagle1-paper"} & set(nested.acceptance.effects["source"])
     prior = priors.lookup("eagle3", task="chat", target="llama-3.1-8b-instruct")
     assert prior.source.startswith("acceptance model") and prior.evidence is not None
+
+
+def test_a_distilled_dense_student_is_not_read_as_its_moe_teacher():
+    """DeepSeek-R1-Distill-LLaMA 8B is a dense Llama; DeepSeek-V3/R1 and Qwen3-30B-A3B are MoE by name."""
+    from specops.planner.evidence import looks_moe
+
+    assert not looks_moe("DeepSeek-R1-Distill-LLaMA 8B")
+    assert not looks_moe("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B")
+    assert all(looks_moe(n) for n in ("DeepSeek V3", "DeepSeek-R1-FP4", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b"))
