@@ -83,7 +83,8 @@ above chat (code and math rows are many and high), so --task qa/summarization/tr
 model draft's acceptance wherever their own rows were few, against every source that publishes the contrast."""
 
 PENALTY = {"method": 0.3, "variant": 6.0, "structure": 0.5, "task": 3.0, "method_task": 1.5, "family": 8.0,
-           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5, "workload": 0.5}
+           "method_family": 8.0, "trainer": 6.0, "draft": 3.0, "engine": 8.0, "source": 0.5, "workload": 0.5,
+           "lineage": 1.0}
 """Prior precision of each effect, in units of summed row weight. Nuisance effects (variant, family, engine,
 trainer) are shrunk hard: with few sources each, a light penalty lets them soak up one source's level (a
 code-edit table on vLLM would make every vLLM n-gram request look like a code edit); the source effect takes
@@ -252,7 +253,23 @@ def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
         "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
         "workload": (o.method, "repetitive") if o.repetitive else None,
+        "lineage": lineage_key(o.method, o.draft, o.target_family, o.draft_params_b),
     }
+
+
+SIBLING_MIN_B = 0.3
+"""The smallest draft counted as a released sibling of its target (Qwen2.5-0.5B, Qwen3-0.6B, Llama-3.2-1B): below it
+sit the distilled toy drafts of the old pairs (Vicuna-68M, LLaMA-68M/160M, T5-small), which accept far less."""
+
+
+def lineage_key(method: str, draft: str | None, target_family: str | None, draft_params_b: float | None) -> tuple | None:
+    """The ``lineage`` effect's key: a draft model that is a released sibling of its target (same family and generation
+    as :func:`family_of` names them: llama3, qwen2.5, qwen3, ...; the same tokenizer and instruction data), not a
+    distilled toy or an older pair (T5, LaMDA, Vicuna-68M: no family_of family, or under ``SIBLING_MIN_B``)."""
+    if method != "draft_model" or not draft or not target_family:
+        return None
+    size = draft_params_b or params_of(draft)
+    return (method, "sibling") if family_of(draft) == target_family and size and size >= SIBLING_MIN_B else None
 
 
 def cell_task(o: AcceptanceRow) -> str | None:
@@ -517,7 +534,8 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
             "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
-            "draft": (draft or "").lower() or None, "engine": engine, "source": None, "workload": None}
+            "draft": (draft or "").lower() or None, "engine": engine, "source": None, "workload": None,
+            "lineage": lineage_key(method, draft, fam, (draft_ratio * size) if draft_ratio and size else None)}
     slopes = {"temperature": ("*", temperature), "method_temperature": (method, temperature), "draft_ratio": ("*", ratio),
               "target_size": ("*", xt)}
     rows = model.cells.get((method, cls), ())
