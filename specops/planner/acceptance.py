@@ -10,8 +10,8 @@ structure effect (a tree verifies many branches: more tokens per step than the c
 The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, i.e. toward its parent:
 
     logit α0 = μ + method + method×variant + method×structure + kind×task + method×task + family
-             + method×family + method×trainer + draft + engine + source + (β_T + β_T,method)·T
-             + β_r·ln(r/r_ref) + β_size·ln(target/8B)          (the last two: draft models only)
+             + method×family + method×trainer + draft + engine + source + lineage + (β_T + β_T,method)·T
+             + β_r·ln(r/r_ref) + β_size·ln(target/8B)          (the last three: draft models only)
 
 fitted by penalised backfitting (ridge; penalty ``PENALTY`` per effect, in units of summed row weight):
 a cell with few rows moves little from its parent (method×task from the task effect and the method, the
