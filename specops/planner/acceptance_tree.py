@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from specops.speculation import bisect
+
 KAPPA_GRID = tuple(round(0.05 * i, 2) for i in range(31))  # 0.00 .. 1.50
 DEFAULT_TREE_TOKENS = {("eagle", "1"): 26, ("eagle", ""): 60, ("eagle", "2"): 60, ("eagle3", ""): 60,
                        ("medusa", ""): 63}
@@ -72,19 +74,9 @@ def tree_tau(alpha0: float, depth: int, decay: float, effective: float, cap: flo
 
 @lru_cache(maxsize=65536)
 def alpha_from_tree_tau(tau: float, depth: int, decay: float, effective: float, cap: float, floor: float) -> float:
-    """The α0 in [floor, cap] whose tree τ is ``tau`` (clamped): τ rises with α0, so bisection."""
-    lo, hi = floor, cap
-    if tree_tau(lo, depth, decay, effective, cap) >= tau:
-        return lo
-    if tree_tau(hi, depth, decay, effective, cap) <= tau:
-        return hi
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if tree_tau(mid, depth, decay, effective, cap) < tau:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    """The α0 in [floor, cap] whose tree τ is ``tau`` (clamped): τ rises with α0, so the one solver
+    (:func:`specops.speculation.bisect`)."""
+    return bisect(lambda a: tree_tau(a, depth, decay, effective, cap), tau, floor, cap)
 
 
 @dataclass(frozen=True)
