@@ -156,7 +156,10 @@ def _trees_by_size(after, rows) -> None:
         acceptance_fit.TREE_SIZE_TERM = True
     k = fit(rows).kappa
     print(f"trees by size, each source held out (b = draft tokens / depth; κ {k.value:.2f} on all rows, from {k.sweeps} "
-          f"tree-size sweeps: {', '.join(sorted({r.source_id for r in rows if r.id in k.rows}))}):")
+          f"tree-size sweeps):")
+    swept = sorted({r.source_id for r in rows if r.id in k.rows})
+    print("  κ with each sweep's source held out: " + ", ".join(
+        f"{src} {fit([r for r in rows if r.source_id != src]).kappa.value:.2f}" for src in swept))
     trees = sorted((s for s in after if s.row.structure == "tree" and s.predicted is not None),
                    key=lambda s: (row_branching(s.row), s.row.id))
     for s in trees:
