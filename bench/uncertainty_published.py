@@ -11,7 +11,7 @@ from dataclasses import replace
 import uncertainty_bench as ub
 
 from specops.planner.evidence import hardware_known
-from specops.planner.uncertainty import DEFAULT_MIN_P_GAIN, assess, calibration_rows
+from specops.planner.uncertainty import DEFAULT_MIN_P_GAIN, assess
 
 
 def between_sources(rows=None) -> None:

@@ -113,3 +113,78 @@ def test_a_run_at_another_batch_moves_the_prediction_by_the_models_error_there_n
     assert moved.evidence_rows and "batch 32" in moved.evidence_rows[0]
     assert abs(math.log(moved.expected_speedup / alone.expected_speedup)) < 0.02
     assert moved.width < alone.width
+
+
+# --- the replication floor (specops.planner.replications) -------------------------------------------------------------
+
+def test_one_authors_repeat_is_not_a_replication():
+    """The shipped rows: vLLM issue #20780 and PR #16937 are one author's runs of Llama-3.1-8B + EAGLE on an H100 at
+    batch 1. Kept apart they form a "pair" that agrees to 0.04 in ln; merged (the estimate's default) they are one
+    source, and that configuration has no independent pair at the strict key."""
+    from specops.planner import replications as rp
+
+    rows = rp.replication_rows()
+    eagle1 = ("llama-3.1-8b", "eagle", "H100", "serving", 1, False)
+    apart = {c.key: c for c in rp.replications(rows, independent=False)}
+    assert eagle1 in apart and {"vllm issue #20780", "vllm pr #16937"} <= set(apart[eagle1].means)
+    assert max(d for _, _, d in apart[eagle1].pairs()) < 0.05
+    merged = {c.key for c in rp.replications(rows)}
+    assert eagle1 not in merged
+
+
+def test_published_spellings_of_one_target_pair_up():
+    """A paper's, an issue's and a hub id's names of one model, and a quantization suffix, give one target."""
+    from specops.planner.replications import canonical_target
+
+    names = ["meta-llama/Llama-3.1-8B-Instruct", "LLaMA-Instruct 3.1 8B", "llama3.1-8b", "Llama-3.1-8B-Instruct-FP8"]
+    assert {canonical_target(n) for n in names} == {"llama-3.1-8b"}
+    assert canonical_target("DeepSeek-R1 (FP4)") == canonical_target("deepseek-r1-fp4") == "deepseek-r1"
+    assert canonical_target("Qwen3-8B") != canonical_target("Qwen3-30B-A3B")
+
+
+def test_sigma_rep_pools_configurations_and_the_floor_is_the_normal_80_percent_range():
+    """Synthetic source means (no rows): two configurations whose sources differ by 0.2 and 0.4 in ln pool to
+    σ² = (0.2²/2 + 0.4²/2) / 2; three sources at 0, 0.3, 0.6 give their sample variance 0.09. The floor of an 80%
+    range for σ = 0.184 is 1.60 (the issue's figure)."""
+    from specops.planner.replications import Replication, bootstrap, sigma_rep, width_floor
+
+    def rep(*vals):
+        return Replication(("t", "m", "g", "serving", 1, False), {f"s{i}": v for i, v in enumerate(vals)},
+                           {f"s{i}": frozenset({"chat"}) for i in range(len(vals))})
+
+    assert sigma_rep([rep(0.0, 0.2), rep(1.0, 1.4)]) == pytest.approx(math.sqrt((0.02 + 0.08) / 2))
+    assert sigma_rep([rep(0.0, 0.3, 0.6)]) == pytest.approx(0.3)
+    assert sigma_rep([]) is None and bootstrap([]) is None
+    lo, hi = bootstrap([rep(0.0, 0.2), rep(1.0, 1.4)])
+    assert lo == pytest.approx(math.sqrt(0.02)) and hi == pytest.approx(math.sqrt(0.08))
+    assert width_floor(0.184) == pytest.approx(1.60, abs=0.005)
+
+
+def test_the_shipped_between_source_sd_is_the_measured_replication_spread():
+    """BETWEEN_SOURCE_SD is σ_rep of the shipped rows: at the any-gpu key (13 configurations, well estimated by the
+    module's rule) the pooled sd of independent sources is within 0.01 of it, and the same-GPU-class estimate's
+    bootstrap interval holds it. (It was 0.20, from two strict pairs, one of them a single author's repeat.)"""
+    from specops.planner import replications as rp
+    from specops.planner.published_runs import BETWEEN_SOURCE_SD
+
+    rows = rp.replication_rows()
+    wide = rp.replications(rows, level="any-gpu")
+    assert rp.well_estimated(wide)
+    assert abs(rp.sigma_rep(wide) - BETWEEN_SOURCE_SD) <= 0.01
+    lo, hi = rp.bootstrap(rp.replications(rows, level="loose"))
+    assert lo <= BETWEEN_SOURCE_SD <= hi
+
+
+def test_every_replication_row_cites_where_its_number_stands():
+    """playbooks/data/replications_2026-12.csv: each row names its source, a URL and the place in it, and a speedup."""
+    import csv
+
+    from specops.planner.replications import REPLICATIONS_FILE
+    from specops.playbooks import playbook_path
+
+    with open(playbook_path("data", REPLICATIONS_FILE), newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    for r in rows:
+        assert r["source"] and r["url"].startswith("https://") and r["location"], r
+        assert float(r["speedup"]) > 0
