@@ -294,7 +294,8 @@ def parse_row(row: dict) -> PublishedRow:
 
 
 DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv",
-              "batch_sweeps_2026-12.csv", "drafts_moe_2026-12.csv")
+              "batch_sweeps_2026-12.csv", "drafts_moe_2026-12.csv",
+              "replications_2026-12.csv")  # j38r: rows gathered for the replication floor (issue 38)
 """The published measurements in playbooks/data, in the order they were gathered (same columns)."""
 
 

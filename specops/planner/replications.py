@@ -72,7 +72,7 @@ LEVELS = ("strict", "loose", "any-gpu")
 """How alike two rows must be to count as one configuration (:func:`config_key`)."""
 
 REPLICATIONS_FILE = "replications_2026-12.csv"
-"""Rows gathered for the replication estimate (playbooks/data; not in priors.DATA_FILES, so not calibration data)."""
+"""Rows gathered for the replication estimate (playbooks/data); also in priors.DATA_FILES, so calibration rows too."""
 
 
 def config_key(row, *, level: str = "strict") -> tuple | None:
@@ -97,12 +97,14 @@ def config_key(row, *, level: str = "strict") -> tuple | None:
 
 
 def replication_rows() -> list:
-    """The calibration rows (uncertainty_rows.calibration_rows) and REPLICATIONS_FILE's, sources unified."""
-    from specops.planner.priors import load_published
+    """The calibration rows (uncertainty_rows.calibration_rows) and REPLICATIONS_FILE's (unless priors.DATA_FILES
+    already holds it), sources unified."""
+    from specops.planner.priors import DATA_FILES, load_published
     from specops.planner.uncertainty_rows import calibration_rows, unify_sources
     from specops.playbooks import playbook_path
 
-    return unify_sources(calibration_rows() + load_published(playbook_path("data", REPLICATIONS_FILE)))
+    extra = [] if REPLICATIONS_FILE in DATA_FILES else load_published(playbook_path("data", REPLICATIONS_FILE))
+    return unify_sources(calibration_rows() + extra)
 
 
 @dataclass(frozen=True)
