@@ -9,8 +9,11 @@ figure with error sd ≥ σ_rep, so an 80% range is at least :func:`width_floor`
 **The key** (:func:`config_key`). Strict: the target (:func:`canonical_target`: org, -Instruct, quantization suffix
 and 'llama3.1' vs 'llama-3.1' spellings unified), the method, the catalog GPU, the engine class (serving | harness),
 the batch (stated) and greedy vs sampled (an unstated temperature counts as greedy, the serving benches' default).
-Loose: the GPU's class (evidence.gpu_class) and the batch range (evidence.batch_range) instead. The task is not in
-either key; a pair is *task-matched* when the two sources' rows share a task class (priors.TASK_CLASS).
+Loose: the GPU's class (evidence.gpu_class) and the batch range (evidence.batch_range) instead. Any-gpu: the GPU
+left out (rows that name none count). Neither the task, the GPU count nor the engine within its class is in any key;
+a pair is *task-matched* when the two sources' rows share a task class (priors.TASK_CLASS). The looser the key, the
+more of a pair's gap is a difference of setup a model could explain, so loose and any-gpu figures over-state σ_rep;
+they are what there is: the strict key finds one independent pair in the published rows (2026-12-03).
 
 **Independence** (:data:`SAME_AUTHOR`): two sources by one author on one setup are a repeat, not a replication -
 their runs share the harness, the prompts and the machine. They are merged into one source (their rows pooled) for
