@@ -34,14 +34,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BETWEEN_SOURCE_SD = 0.24
-"""Noise of one source's published speedup about the truth of a configuration, in ln speedup: σ_rep, the replication
-floor (specops.planner.replications; printed by bench/uncertainty_published.py, "the replication floor", 2026-12-03).
-Pooled per-source sd of the configurations two or more *independent* sources published (one author's repeats merged:
-vLLM issue #20780 and PR #16937 are both ekagra-ranjan's runs): 0.244 over 13 configurations at the any-gpu key (target,
-method, engine class, batch range, greedy/sampled; bootstrap 80% 0.185-0.297), serving 0.235 (6), harness 0.253 (7);
-at one GPU class 0.246 over 4 configurations (80% 0.086-0.338, too few to stand alone). It was 0.20 from 2 pairs at the
-strict key, one of them a single author's repeat. The implied floor on an 80% range for a new source, exp(2·1.2816·σ),
-is 1.87 (1.55 from the median pair: the disagreements are heavy-tailed) - at or above the goal 1.6."""
+"""Noise of one source's published speedup about the truth of a configuration, in ln speedup: σ_rep of independent
+organisations' serving runs of one configuration (specops.planner.replications.serving_sigma; printed by
+bench/uncertainty_published.py, "the replication floor", 2026-12-03): 0.235 over 6 serving configurations at the
+any-gpu key (target, method, engine class, batch range, greedy/sampled; bootstrap 80% 0.159-0.303), 0.246 over the 4
+of them on one GPU class. One author's repeats count as one source (vLLM issue #20780 and PR #16937 are both
+ekagra-ranjan's). It was 0.20, from 2 strict pairs, one of them that author's repeat. Tighter figures exist for one
+protocol on independent machines - the Qwen3.8-27B MTP llama.cpp community table, 0.141 over 6 consumer GPUs at the
+strict key - but a published run near a request is another organisation's serving run. Nested (bench/uncertainty_bench,
+142 rows) 0.20 → 0.24 leaves coverage 82%, median hi/lo 2.66 and Brier 0.0804 as they were."""
 FAMILY_SD = 0.10
 """Extra noise of a row whose published target name is mapped to the model (a renamed or distilled checkpoint)."""
 GPU_SD = 0.15

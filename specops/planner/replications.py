@@ -7,13 +7,14 @@ figure with error sd ≥ σ_rep, so an 80% range is at least :func:`width_floor`
 :data:`specops.planner.published_runs.BETWEEN_SOURCE_SD` - the noise of one published run near a request - is σ_rep.
 
 **The key** (:func:`config_key`). Strict: the target (:func:`canonical_target`: org, -Instruct, quantization suffix
-and 'llama3.1' vs 'llama-3.1' spellings unified), the method, the catalog GPU, the engine class (serving | harness),
-the batch (stated) and greedy vs sampled (an unstated temperature counts as greedy, the serving benches' default).
-Loose: the GPU's class (evidence.gpu_class) and the batch range (evidence.batch_range) instead. Any-gpu: the GPU
-left out (rows that name none count). Neither the task, the GPU count nor the engine within its class is in any key;
+and 'llama3.1' vs 'llama-3.1' spellings unified), the method, the GPU (:func:`gpu_name`) and its count, the engine
+class (serving | harness), the batch (stated) and greedy vs sampled (an unstated temperature counts as greedy, the
+serving benches' default). Loose: the GPU's class (evidence.gpu_class) and the batch range (evidence.batch_range)
+instead. Any-gpu: the GPU left out (rows that name none count). The task and the engine within its class are in no key;
 a pair is *task-matched* when the two sources' rows share a task class (priors.TASK_CLASS). The looser the key, the
-more of a pair's gap is a difference of setup a model could explain, so loose and any-gpu figures over-state σ_rep;
-they are what there is: the strict key finds one independent pair in the published rows (2026-12-03).
+more of a pair's gap is a difference of setup a model could explain, so loose and any-gpu figures over-state σ_rep.
+At the strict key the published rows hold one independent serving pair; COMMUNITY_FILE adds six configurations of one
+protocol on independent machines (2026-12-03).
 
 **Independence** (:data:`SAME_AUTHOR`): two sources by one author on one setup are a repeat, not a replication -
 their runs share the harness, the prompts and the machine. They are merged into one source (their rows pooled) for
@@ -76,16 +77,41 @@ LEVELS = ("strict", "loose", "any-gpu")
 
 REPLICATIONS_FILE = "replications_2026-12.csv"
 """Rows gathered for the replication estimate (playbooks/data); also in priors.DATA_FILES, so calibration rows too."""
+COMMUNITY_FILE = "replications_community_2026-12.csv"
+"""One configuration measured by many independent people: Qwen3.8-27B + its MTP head in llama.cpp at batch 1, the
+sudoingX/qwen38-mtp community table (one contributor = one source, same client and method, their own card). Read by
+the replication estimate only: 26 rows of one target would outweigh the rest of the harness calibration."""
+
+_GPU_NAME = re.compile(r"(rtx (?:pro )?\d{4}(?: ti)?|rx \d{4}(?: xtx| gre| xt)?|radeon \w+|mi\d{3}x?|[abhl]\d{2,3}s?\b)")
+
+
+def gpu_name(hardware: str) -> str:
+    """The GPU a published hardware text names: the catalog's (evidence.catalog_gpu), else a card name it spells
+    ('1x RTX 5090 32GB' → 'RTX 5090'); '' when it names none."""
+    from specops.planner.evidence import catalog_gpu
+
+    gpu = catalog_gpu(hardware)
+    if gpu:
+        return gpu
+    m = _GPU_NAME.search(hardware.lower())
+    return m.group(1).upper() if m else ""
+
+
+def gpu_count(hardware: str) -> int:
+    """The number of GPUs a hardware text states ('2x RTX 5060 Ti', '8x H200 (TP8)'), 1 when it states none."""
+    m = re.match(r"\s*(\d+)\s*[x×]", hardware.lower())
+    return int(m.group(1)) if m else 1
 
 
 def config_key(row, *, level: str = "strict") -> tuple | None:
     """The configuration a published row measured, or None where the row cannot be paired: no speedup or method, no
-    catalog GPU (strict, loose), no stated batch (strict). ``level``: strict - target, method, catalog GPU, engine
-    class, batch, greedy/sampled; loose - the GPU's class and the batch range instead; any-gpu - the GPU left out."""
-    from specops.planner.evidence import batch_range, catalog_gpu, gpu_class
+    named GPU (strict, loose), no stated batch (strict). ``level``: strict - target, method, catalog GPU, engine
+    class, batch, greedy/sampled (the GPU as '<count>x <name>', :func:`gpu_name`); loose - the GPU's class and the
+    batch range instead; any-gpu - the GPU left out."""
+    from specops.planner.evidence import batch_range, gpu_class
     from specops.planner.uncertainty import engine_class
 
-    gpu = catalog_gpu(row.hardware)
+    gpu = gpu_name(row.hardware)
     if not row.speedup or row.speedup <= 0 or not row.method or (not gpu and level != "any-gpu"):
         return None
     if not row.batch_known and level == "strict":
@@ -93,20 +119,21 @@ def config_key(row, *, level: str = "strict") -> tuple | None:
     sampled = bool(row.temperature_stated and row.temperature > 0)
     head = (canonical_target(row.target), row.method)
     if level == "strict":
-        return *head, gpu, engine_class(row.engine), row.batch, sampled
+        return *head, f"{gpu_count(row.hardware)}x {gpu}", engine_class(row.engine), row.batch, sampled
     if level == "loose":
         return *head, gpu_class(gpu), engine_class(row.engine), batch_range(row.batch), sampled
     return *head, "any", engine_class(row.engine), batch_range(row.batch), sampled
 
 
 def replication_rows() -> list:
-    """The calibration rows (uncertainty_rows.calibration_rows) and REPLICATIONS_FILE's (unless priors.DATA_FILES
-    already holds it), sources unified."""
+    """The calibration rows (uncertainty_rows.calibration_rows) and REPLICATIONS_FILE's and COMMUNITY_FILE's (those
+    priors.DATA_FILES does not already hold), sources unified."""
     from specops.planner.priors import DATA_FILES, load_published
     from specops.planner.uncertainty_rows import calibration_rows, unify_sources
     from specops.playbooks import playbook_path
 
-    extra = [] if REPLICATIONS_FILE in DATA_FILES else load_published(playbook_path("data", REPLICATIONS_FILE))
+    extra = [r for name in (REPLICATIONS_FILE, COMMUNITY_FILE) if name not in DATA_FILES
+             for r in load_published(playbook_path("data", name))]
     return unify_sources(calibration_rows() + extra)
 
 
@@ -185,6 +212,13 @@ def bootstrap(configs: Sequence[Replication], *, n: int = 2000, seed: int = 0,
 def width_floor(sigma: float) -> float:
     """The narrowest 80% range (high/low) any model can ship for a new source's figure with per-source sd ``sigma``."""
     return math.exp(2 * Z80 * sigma)
+
+
+def serving_sigma(rows: Iterable) -> float | None:
+    """σ_rep of the serving configurations at the any-gpu key: independent organisations' serving runs of one target,
+    method and batch range - what BETWEEN_SOURCE_SD stands for (a published run near a request is another source's
+    serving run; published_runs matches the engine class)."""
+    return sigma_rep([c for c in replications(rows, level="any-gpu") if c.engine == "serving"])
 
 
 def well_estimated(configs: Sequence[Replication]) -> bool:
