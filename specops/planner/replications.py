@@ -80,7 +80,9 @@ REPLICATIONS_FILE = "replications_2026-12.csv"
 COMMUNITY_FILE = "replications_community_2026-12.csv"
 """One configuration measured by many independent people: Qwen3.8-27B + its MTP head in llama.cpp at batch 1, the
 sudoingX/qwen38-mtp community table (one contributor = one source, same client and method, their own card). Read by
-the replication estimate only: 26 rows of one target would outweigh the rest of the harness calibration."""
+the replication estimate only: as calibration rows too (bench/uncertainty_bench.py, 2026-12-03) they take the 145 rows to
+171 and the median hi/lo 2.65 → 2.36, but the narrowing is mostly theirs (each contributor is the others' near run)
+and EAGLE-3's 42 rows fall to 71% covered - one target would outweigh the rest of the harness calibration."""
 
 _GPU_NAME = re.compile(r"(rtx (?:pro )?\d{4}(?: ti)?|rx \d{4}(?: xtx| gre| xt)?|radeon \w+|mi\d{3}x?|[abhl]\d{2,3}s?\b)")
 
