@@ -6,7 +6,7 @@ per method and per task class, for the acceptance model and, through the same ha
 priors (specops.planner.priors; `cross_validate_priors` below, the "before" harness). Then the draft-model-at-scale rows that publish only a speedup: a
 speedup S needs τ ≥ S, so a predicted τ below S is an underprediction.
 
-Also: suffix decoding per held-out source (where its error comes from; the rows of a repetitive workload that no other source measures are not predicted, and what they would miss as an ordinary workload is printed beside); the draft-model slopes (ratio, target size) with each draft-model source held out, and the largest targets' rows held out; the γ-not-stated draft-model rows at
+Also: suffix decoding per held-out source (where its error comes from; the rows of a repetitive workload that no other source measures are not predicted, and what they would miss as an ordinary workload is printed beside); the draft-model slopes (ratio, target size) and the lineage effect (released same-family sibling drafts) with each draft-model source held out, and the sibling rows held out, and the largest targets' rows held out; the γ-not-stated draft-model rows at
 γ=5 and γ=10 (TensorRT-LLM's draft-target examples put draft_len at 4-10 "in common usage"); and the task
 directions: every method × task contrast a source publishes within itself (same method, draft, γ, temperature,
 engine: task rows against its chat rows), against the sign of `--task`'s shift in a model fitted without
@@ -30,6 +30,7 @@ from specops.planner.acceptance import (  # noqa: E402
     AcceptanceRow,
     cross_validate,
     fit,
+    lineage_key,
     load_rows,
     lower_bounds,
     scorable,
@@ -170,12 +171,21 @@ def _suffix_by_source(after, rows) -> None:
 def _draft_slopes(rows) -> None:
     """The draft-model slopes (logit α0 per ln(draft/target ÷ 1/16) and per ln(target/8B)), fitted on every row and
     with each draft-model source held out, and the rows with the largest targets predicted with their source held out."""
-    print("draft-model slopes (logit α0: per ln draft ratio, per ln(target/8B)), each draft-model source held out:")
+    print("draft-model slopes (logit α0: per ln draft ratio, per ln(target/8B)) and the lineage effect (a released "
+          "sibling of the target), each draft-model source held out:")
     srcs = sorted({r.source_id for r in rows if r.method == "draft_model" and r.used})
     for src in ["(none)", *srcs]:
         m = fit([r for r in rows if r.source_id != src])
         print(f"  without {src:<22} ratio {m.slopes['draft_ratio'].get('*', 0.0):+.3f}, "
-              f"target size {m.slopes['target_size'].get('*', 0.0):+.3f}")
+              f"target size {m.slopes['target_size'].get('*', 0.0):+.3f}, "
+              f"lineage {m.effects['lineage'].get(('draft_model', 'sibling'), 0.0):+.3f}")
+    sib = [r for r in rows if scorable(r) and lineage_key(r.method, r.draft, r.target_family, r.draft_params_b)]
+    for src in sorted({r.source_id for r in sib}):
+        m = fit([r for r in rows if r.source_id != src])
+        for r in (r for r in sib if r.source_id == src):
+            p = m.predict_row(r)
+            print(f"  sibling {r.id} {r.target[:24]:<24} draft {r.draft[:24]:<24} γ={solve_gamma(r)}: published τ "
+                  f"{r.published_tau():.2f}, held out {p:.2f} (ln {math.log(r.published_tau() / p):+.3f})")
     big = [r for r in rows if r.method == "draft_model" and scorable(r) and (r.target_params_b or 0) >= 100]
     for src in sorted({r.source_id for r in big}):
         m = fit([r for r in rows if r.source_id != src])
