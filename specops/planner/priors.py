@@ -294,8 +294,7 @@ def parse_row(row: dict) -> PublishedRow:
 
 
 DATA_FILES = ("published_speculative_decoding.csv", "heldout_2026-11.csv", "published_2026-12.csv",
-              "batch_sweeps_2026-12.csv", "drafts_moe_2026-12.csv",
-              "replications_2026-12.csv")  # j38r: rows gathered for the replication floor (issue 38)
+              "batch_sweeps_2026-12.csv", "drafts_moe_2026-12.csv")
 """The published measurements in playbooks/data, in the order they were gathered (same columns)."""
 
 

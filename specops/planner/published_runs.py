@@ -42,7 +42,8 @@ of them on one GPU class. One author's repeats count as one source (vLLM issue #
 ekagra-ranjan's). It was 0.20, from 2 strict pairs, one of them that author's repeat. Tighter figures exist for one
 protocol on independent machines - the Qwen3.8-27B MTP llama.cpp community table, 0.141 over 6 consumer GPUs at the
 strict key - but a published run near a request is another organisation's serving run. Nested (bench/uncertainty_bench,
-142 rows) 0.20 → 0.24 leaves coverage 82%, median hi/lo 2.66 and Brier 0.0804 as they were."""
+142 rows) 0.20 → 0.24 leaves coverage 83%, median hi/lo 2.64, Brier 0.0817 and regret as they were; the 19 rows with a
+near run: median hi/lo 1.62 → 1.70."""
 FAMILY_SD = 0.10
 """Extra noise of a row whose published target name is mapped to the model (a renamed or distilled checkpoint)."""
 GPU_SD = 0.15

@@ -76,12 +76,16 @@ LEVELS = ("strict", "loose", "any-gpu")
 """How alike two rows must be to count as one configuration (:func:`config_key`)."""
 
 REPLICATIONS_FILE = "replications_2026-12.csv"
-"""Rows gathered for the replication estimate (playbooks/data); also in priors.DATA_FILES, so calibration rows too."""
+"""Rows gathered for the replication estimate (playbooks/data). Not in priors.DATA_FILES: as calibration rows too
+(bench/uncertainty_bench.py on the merged main, 2026-12-03) they moved the nested median hi/lo 2.64 → 2.62 and regret
+left 4.43 → 4.27, but one situation (ik_llama.cpp PR #645, 0.44x) crossed the P(gain) bar at 0.801 and the slowdown
+taken rose 1.73 → 2.54; and vLLM PR #16937's EAGLE-3 row would count one author twice in the near-run update while the
+nested folds key sources by uncertainty_rows.source_key (SAME_AUTHOR is not merged there)."""
 COMMUNITY_FILE = "replications_community_2026-12.csv"
 """One configuration measured by many independent people: Qwen3.8-27B + its MTP head in llama.cpp at batch 1, the
 sudoingX/qwen38-mtp community table (one contributor = one source, same client and method, their own card). Read by
-the replication estimate only: as calibration rows too (bench/uncertainty_bench.py, 2026-12-03) they take the 145 rows to
-171 and the median hi/lo 2.65 → 2.36, but the narrowing is mostly theirs (each contributor is the others' near run)
+the replication estimate only: as calibration rows too (bench/uncertainty_bench.py, 2026-12-03, with REPLICATIONS_FILE)
+they take 145 rows to 171 and the median hi/lo 2.65 → 2.36, but the narrowing is mostly theirs (each contributor is the others' near run)
 and EAGLE-3's 42 rows fall to 71% covered - one target would outweigh the rest of the harness calibration."""
 
 _GPU_NAME = re.compile(r"(rtx (?:pro )?\d{4}(?: ti)?|rx \d{4}(?: xtx| gre| xt)?|radeon \w+|mi\d{3}x?|[abhl]\d{2,3}s?\b)")
