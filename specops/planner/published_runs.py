@@ -170,9 +170,11 @@ def update(logs: Sequence[float], weights: Sequence[float], runs: Sequence[Run])
     total = sum(weights) or 1.0
     m0 = sum(w * x for x, w in zip(logs, weights, strict=True)) / total
     v0 = max(1e-4, sum(w * (x - m0) ** 2 for x, w in zip(logs, weights, strict=True)) / total)
-    by_source: dict[str, list[Run]] = {}
+    from specops.planner.replications import source_of
+
+    by_source: dict[str, list[Run]] = {}  # one observation per source, one author's repeats one source
     for r in runs:
-        by_source.setdefault(r.source, []).append(r)
+        by_source.setdefault(source_of(r.source), []).append(r)
     if not by_source:
         return m0, m0, 1.0
     prec, acc = 1 / v0, m0 / v0

@@ -206,3 +206,16 @@ def test_every_replication_row_cites_where_its_number_stands():
     for r in rows:
         assert r["source"] and r["url"].startswith("https://") and r["location"], r
         assert float(r["speedup"]) > 0
+
+
+def test_one_authors_two_sources_are_one_observation_in_the_update():
+    """vLLM issue #20780 and PR #16937 are one author's runs of one setup: two runs of theirs move the prediction as
+    one source does (their mean, one noise), not as two independent sources, which would shrink the range twice."""
+    from specops.planner.published_runs import Run, update
+
+    logs, weights = [-0.3, 0.0, 0.3], [1.0, 1.0, 1.0]
+    a = Run("vllm issue #20780", 1.6, 0.20, 1, "H100", "eagle3", 0.24, "vllm issue #20780")
+    b = Run("vllm pr #16937", 1.6, 0.20, 1, "H100", "eagle3", 0.24, "vllm PR #16937")
+    other = Run("eagle-3", 1.6, 0.20, 1, "H100", "eagle3", 0.24, "EAGLE-3")
+    assert update(logs, weights, [a, b]) == pytest.approx(update(logs, weights, [a]))
+    assert update(logs, weights, [a, other])[2] < update(logs, weights, [a])[2]  # a second author narrows it
