@@ -48,6 +48,7 @@ from specops.planner.evidence import (  # noqa: E402
 )
 from specops.planner.loso import leave_one_source_out  # noqa: E402
 from specops.planner.published_runs import mapped_target, query_for  # noqa: E402
+from specops.planner.replications import source_of  # noqa: E402
 from specops.planner.uncertainty import (  # noqa: E402
     DEFAULT_MIN_P_GAIN,
     LEVEL,
@@ -147,7 +148,8 @@ def held_out(rows=None) -> list[Held]:
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
-                         published=lambda r: r.speedup if predictable(r, unstated_gamma=True) else None)
+                         published=lambda r: r.speedup if predictable(r, unstated_gamma=True) else None,
+                         source=lambda r: source_of(r.source))  # one author's repeats held out together
     return [cache[id(r)] for r in rows if id(r) in cache]
 
 

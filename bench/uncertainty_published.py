@@ -10,41 +10,78 @@ from dataclasses import replace
 
 import uncertainty_bench as ub
 
-from specops.planner.evidence import catalog_gpu, hardware_known
-from specops.planner.published_runs import target_key
-from specops.planner.uncertainty import DEFAULT_MIN_P_GAIN, assess, calibration_rows
+from specops.planner.evidence import hardware_known
+from specops.planner.uncertainty import DEFAULT_MIN_P_GAIN, assess
 
 
 def between_sources(rows=None) -> None:
-    """The spread between sources that published the same configuration (target, method, GPU, batch, engine
-    class): what BETWEEN_SOURCE_SD stands for."""
+    """The replication floor (specops.planner.replications): how much independent sources disagree on the same
+    configuration, at three keys, with a bootstrap 80% interval over configurations and the implied floor on an 80%
+    range's high/low; split by engine class and by task-matched pairs. What BETWEEN_SOURCE_SD stands for."""
+    from specops.planner import replications as rp
     from specops.planner.published_runs import BETWEEN_SOURCE_SD
-    from specops.planner.uncertainty import engine_class, source_key
 
-    rows = rows if rows is not None else calibration_rows()
-    cells: dict[tuple, dict[str, list[float]]] = {}
-    for r in rows:
-        gpu = catalog_gpu(r.hardware)
-        if r.speedup and r.batch_known and gpu and r.method:
-            key = (target_key(r.target), r.method, gpu, r.batch, engine_class(r.engine))
-            cells.setdefault(key, {}).setdefault(source_key(r.source), []).append(math.log(r.speedup))
-    diffs = []
-    print("\n== between-source spread: configurations published by two or more sources ==")
-    for key, by in sorted(cells.items()):
-        if len(by) < 2:
-            continue
-        means = {s: statistics.mean(v) for s, v in by.items()}
-        vals = list(means.values())
-        diffs += [abs(a - b) for i, a in enumerate(vals) for b in vals[i + 1:]]
-        print(f"   {'/'.join(map(str, key))}: " + ", ".join(f"{s[:28]} {math.exp(v):.2f}x" for s, v in means.items()))
-    if diffs:
-        med = statistics.median(diffs)
-        print(f"between sources: {len(diffs)} pairs, median |Δ ln speedup| {med:.3f} (a per-source sd of "
-              f"{med / 0.954:.3f} for normal noise); shipped BETWEEN_SOURCE_SD {BETWEEN_SOURCE_SD:.2f}")
+    rows = rows if rows is not None else rp.replication_rows()
+    print("\n== the replication floor: configurations published by two or more independent sources ==")
+    print(f"   rows: the calibration rows (with {rp.REPLICATIONS_FILE}) + {rp.COMMUNITY_FILE} (replication only); one "
+          f"author's repeats merged ({', '.join(sorted(rp.SAME_AUTHOR))}); a source's figure is the mean ln speedup of "
+          "its rows there")
+    for level in rp.LEVELS:
+        configs = rp.replications(rows, level=level)
+        print(f"-- key {level}: {len(configs)} configurations, {sum(len(c.pairs()) for c in configs)} pairs --")
+        for c in configs:
+            print(f"   {'/'.join(map(str, c.key[:5]))}{' (sampled)' if c.key[5] else ''}"
+                  f"{'' if c.task_matched else ' [task differs]'}: "
+                  + ", ".join(f"{_short(s)} {math.exp(v):.2f}x" for s, v in sorted(c.means.items())))
+        _floor_line("all", configs)
+        for label, keep in (("serving", lambda c: c.engine == "serving"), ("harness", lambda c: c.engine == "harness"),
+                            ("task-matched", lambda c: c.task_matched), ("task differs", lambda c: not c.task_matched)):
+            _floor_line(label, [c for c in configs if keep(c)])
+        repeats = rp.replications(rows, level=level, independent=False)
+        _floor_line("with one author's repeats as two sources", repeats)
+    well = {level: rp.well_estimated(rp.replications(rows, level=level)) for level in rp.LEVELS}
+    serving = rp.serving_sigma(rows)
+    print(f"shipped BETWEEN_SOURCE_SD {BETWEEN_SOURCE_SD:.2f} (floor {rp.width_floor(BETWEEN_SOURCE_SD):.2f}); the "
+          f"serving configurations at the any-gpu key (what a published run near a request is): σ_rep {serving:.3f}; "
+          f"well estimated (>= {rp.MIN_CONFIGS} configurations, 80% interval hi/lo <= {rp.WELL_ESTIMATED_RATIO}): "
+          + ", ".join(f"{level} {'yes' if ok else 'no'}" for level, ok in well.items()))
+
+
+def _short(source: str) -> str:
+    """A source key short enough for one line: a community table's contributor by handle."""
+    return source.split("table ", 1)[1][:20] if "community table" in source else source[:26]
+
+
+def _floor_line(label: str, configs: list) -> None:
+    from specops.planner import replications as rp
+
+    sigma = rp.sigma_rep(configs)
+    if sigma is None:
+        print(f"   {label:<42} no pair")
+        return
+    lo, hi = rp.bootstrap(configs)
+    robust = rp.sigma_robust(configs)
+    print(f"   {label:<42} {len(configs):>2} configs: σ_rep {sigma:.3f} (80% {lo:.3f}-{hi:.3f}), floor on an 80% "
+          f"range's hi/lo {rp.width_floor(sigma):.2f} ({rp.width_floor(lo):.2f}-{rp.width_floor(hi):.2f}); from the "
+          f"median pair (σ {robust:.3f}) {rp.width_floor(robust):.2f}; goal 1.6")
+
+
+def floor_versus_shipped(held: list) -> None:
+    """The replication floor next to the shipped ranges' median high/low (the same nested folds) and the goal."""
+    from specops.planner import replications as rp
+
+    widths = [h.u.speedup_high / h.u.speedup_low for h in held if h.u.speedup_low > 0]
+    rows = rp.replication_rows()
+    for label, sigma in [(f"{level} key", rp.sigma_rep(rp.replications(rows, level=level))) for level in rp.LEVELS] + [
+            ("serving, any-gpu key", rp.serving_sigma(rows))]:
+        if sigma is not None:
+            print(f"replication floor ({label}): 80% hi/lo >= {rp.width_floor(sigma):.2f} for a new source's figure; "
+                  f"shipped median hi/lo {statistics.median(widths):.2f}; goal 1.6")
 
 
 def published_section(held: list) -> None:
     """Before/after the published-run update, on the same nested folds."""
+    floor_versus_shipped(held)
     before = [replace(h, u=h.model_only) for h in held]
     near = [h for h in held if h.u.evidence_rows]
     print("\n== published runs near the request (each fold: the other sources' rows only) ==")
@@ -106,3 +143,7 @@ def _reliability(held: list) -> None:
                   f"gained {statistics.mean(gained[i] for i in idx):.2f}")
 
 
+
+
+if __name__ == "__main__":  # the replication section alone (≈ 2 s); the nested figures come with uncertainty_bench.py
+    between_sources()
