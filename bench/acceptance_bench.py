@@ -33,9 +33,11 @@ from specops.planner.acceptance import (  # noqa: E402
     lineage_key,
     load_rows,
     lower_bounds,
+    row_branching,
     scorable,
     solve_gamma,
 )
+from specops.planner.acceptance_fit import tree_tokens  # noqa: E402
 from specops.planner.loso import by_stratum, errors, leave_one_source_out, summary_line  # noqa: E402
 from specops.planner.priors import calibrate, load_published  # noqa: E402
 from specops.speculation import PLANNED  # noqa: E402
@@ -142,6 +144,40 @@ def _directions(rows) -> None:
           f"{alone} contrasts have none (--task leaves those methods at their chat level)")
 
 
+def _trees_by_size(after, rows) -> None:
+    """The tree rows held out, by candidates a level, under the tree term (after) and the old switch (before: a chain
+    of the depth, no decay, one per-method tree effect, ``acceptance_fit.TREE_SIZE_TERM = False``)."""
+    from specops.planner import acceptance_fit
+
+    acceptance_fit.TREE_SIZE_TERM = False
+    try:
+        old = {s.row.id: s.predicted for s in cross_validate(rows)}
+    finally:
+        acceptance_fit.TREE_SIZE_TERM = True
+    k = fit(rows).kappa
+    print(f"trees by size, each source held out (b = draft tokens / depth; κ {k.value:.2f} on all rows, from {k.sweeps} "
+          f"tree-size sweeps):")
+    swept = sorted({r.source_id for r in rows if r.id in k.rows})
+    print("  κ with each sweep's source held out: " + ", ".join(
+        f"{src} {fit([r for r in rows if r.source_id != src]).kappa.value:.2f}" for src in swept))
+    trees = sorted((s for s in after if s.row.structure == "tree" and s.predicted is not None),
+                   key=lambda s: (row_branching(s.row), s.row.id))
+    for s in trees:
+        r, n = s.row, tree_tokens(s.row)
+        print(f"  {r.id} {r.source_id:<22} {r.method:<7} depth {solve_gamma(r)} tokens {n}{'' if r.tree_tokens else ' (default)':<10} "
+              f"b {row_branching(r):4.1f}: published τ {s.published:.2f}, predicted {s.predicted:.2f} (old switch "
+              f"{old[r.id]:.2f})")
+    for lo, hi, label in ((1.0, 1.5, "b < 1.5 (nearly chains)"), (1.5, 4.0, "1.5 ≤ b < 4"), (4.0, 99.0, "b ≥ 4")):
+        group = [s for s in trees if lo <= row_branching(s.row) < hi]
+        if group:
+            e_new = statistics.median(abs(math.log(s.published / s.predicted)) for s in group)
+            e_old = statistics.median(abs(math.log(s.published / old[s.row.id])) for s in group)
+            print(f"  {label:<24} median |ln τ| {e_new:.3f} (old switch {e_old:.3f}) over {len(group)} rows")
+    e_new = statistics.median(abs(math.log(s.published / s.predicted)) for s in trees)
+    e_old = statistics.median(abs(math.log(s.published / old[s.row.id])) for s in trees)
+    print(f"  all tree rows             median |ln τ| {e_new:.3f} (old switch {e_old:.3f}) over {len(trees)} rows")
+
+
 def _suffix_by_source(after, rows) -> None:
     print("suffix decoding by held-out source:")
     for src, group in by_stratum([s for s in after if s.row.method == "suffix"], lambda s: s.row.source_id).items():
@@ -224,6 +260,7 @@ def main() -> None:
         print(f"  {r.id} {r.source_id:<22} {r.method:<11} {r.task_class:<13} γ={r.gamma} published τ {s.published:.2f} "
               f"predicted {s.predicted:.2f}")
     _suffix_by_source(after, rows)
+    _trees_by_size(after, rows)
     # draft models at scale: each source held out in turn
     model_rows = [r for r in rows if r.tau_lower_bound is not None and "lower-bound-only" in r.flags]
     ok_after = ok_before = n = 0

@@ -4,8 +4,10 @@ Every published row (mean acceptance length τ, vLLM's accepted/drafted rate r, 
 rates) becomes one observation: the first-position acceptance α0 that reproduces its τ at its γ,
 ``τ = 1 + Σ_{k=1..γ} Π_{i<k} α0·d^i`` (d: the method's position decay, below). A row with r and γ has
 τ = 1 + r·γ; a row with α (i.i.d.) has τ = (1 − α^(γ+1)) / (1 − α). Trees (EAGLE papers, SGLang topk > 1)
-are solved as a chain of the tree's depth with d = 1, as the priors always did, and keep their own
-structure effect (a tree verifies many branches: more tokens per step than the chain vLLM runs).
+are priced by their size (:mod:`specops.planner.acceptance_tree`): depth D, n draft tokens, b = n/D candidates
+a level, each level accepting 1 − (1 − α0·d^k)^(b^κ) with the method's own α0 and decay and one κ fitted on
+tree-size sweeps; a tree of b = 1 is its chain (``TREE_SIZE_TERM``; the old switch, a chain of the depth with
+d = 1 plus a per-method tree effect, is kept behind it for the bench's before/after).
 
 The model, in logit(α0) (``_fit``): a sum of effects, each shrunk toward zero, i.e. toward its parent:
 
@@ -39,6 +41,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from specops.planner import acceptance_fit as _fit_module
 from specops.planner.acceptance_data import (  # noqa: F401 - the table's names, re-exported
     ALPHA_IID_GAMMA,
     DATA_FILE,
@@ -82,11 +85,13 @@ from specops.planner.acceptance_fit import (  # noqa: F401 - the fit's names, re
     fit,
     lineage_key,
     observations,
+    row_branching,
     solve_gamma,
+    structure_key,
     task_key,
 )
+from specops.planner.acceptance_tree import branching, default_tree_tokens, tree_cumulative, tree_tau
 from specops.planner.priors import DECAY  # noqa: F401 - re-exported (the fit's default decay)
-from specops.speculation import expected_tokens
 
 # --- estimates for a request ----------------------------------------------------------------------
 
@@ -105,14 +110,23 @@ class AcceptanceEstimate:
     decay_note: str
     draft_rows: tuple[str, ...] = ()  # rows that name this very draft (its own effect)
     evidence_note: str = ""           # where no published row resembles the request (said, and the range widened)
+    branching: float = 1.0            # a tree's effective candidates a level, b^κ (1.0: a chain; acceptance_tree)
+    tree_note: str = ""               # a tree's size and the κ behind its term
 
     def tau(self, gamma: int) -> float:
-        return expected_tokens(self.alpha0, gamma, self.decay, MAX_ALPHA)
+        return tree_tau(self.alpha0, gamma, self.decay, self.branching, MAX_ALPHA)
+
+    def tau_at(self, gamma: int, z: float) -> float:
+        """τ at ``gamma`` with α0 moved by ``z`` logit spreads (z = ±Z80: the 80% range's ends)."""
+        a = min(MAX_ALPHA, _sigmoid(_logit(self.alpha0) + z * self.logit_sd))
+        return tree_tau(a, gamma, self.decay, self.branching, MAX_ALPHA)
 
     def tau_range(self, gamma: int) -> tuple[float, float]:
-        lo = min(MAX_ALPHA, _sigmoid(_logit(self.alpha0) - Z80 * self.logit_sd))
-        hi = min(MAX_ALPHA, _sigmoid(_logit(self.alpha0) + Z80 * self.logit_sd))
-        return (expected_tokens(lo, gamma, self.decay, MAX_ALPHA), expected_tokens(hi, gamma, self.decay, MAX_ALPHA))
+        return (self.tau_at(gamma, -Z80), self.tau_at(gamma, Z80))
+
+    def cumulative(self, depth: int) -> tuple[float, ...]:
+        """P(the first k positions or levels accepted), k = 1..depth."""
+        return tuple(tree_cumulative(self.alpha0, depth, self.decay, self.branching, MAX_ALPHA))
 
     def source_text(self, method: str) -> str:
         ids = ", ".join(self.cell_rows[:6]) + (f" +{len(self.cell_rows) - 6}" if len(self.cell_rows) > 6 else "")
@@ -120,8 +134,9 @@ class AcceptanceEstimate:
                 if self.cell_rows else f"no {method} × {self.task_class} row")
         own = (f"; {len(self.draft_rows)} rows name this draft ({', '.join(self.draft_rows[:4])})" if self.draft_rows else "")
         near = f"; {self.evidence_note}" if self.evidence_note else ""
+        tree = f"; {self.tree_note}" if self.tree_note else ""
         return (f"acceptance model (playbooks/data/{DATA_FILE}): {cell}, {self.method_rows} {method} rows in all{own}; "
-                f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note}){near}")
+                f"logit spread ±{self.logit_sd:.2f}; decay {self.decay:.3f} ({self.decay_note}){tree}{near}")
 
     def task_note(self, method: str, task: str) -> str:
         if not self.cell_rows:
@@ -140,9 +155,11 @@ class AcceptanceEstimate:
 def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0, variant: str | None = None,
              structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
              target: str | None = None, trainer: str | None = None, engine: str | None = "vllm",
-             target_params_b: float | None = None) -> AcceptanceEstimate | None:
+             target_params_b: float | None = None, depth: int | None = None,
+             tree_tokens: int | None = None) -> AcceptanceEstimate | None:
     """α0 for one candidate (None: the data has no row of this method). ``target_params_b`` (else read from the
-    target's name, e.g. '-70B-') places a draft model on the target-size slope."""
+    target's name, e.g. '-70B-') places a draft model on the target-size slope. A tree (``structure='tree'``) of
+    ``tree_tokens`` draft tokens (root not counted) at ``depth`` gets the tree term (:func:`tree_term`)."""
     if method not in model.methods:
         return None
     cls = TASK_OF_REQUEST.get(task, task)
@@ -151,7 +168,7 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     xt = math.log(size / TARGET_REF_B) if method == "draft_model" and size else 0.0
     fam = family_of(target)
     tk = None if cls == REFERENCE_TASK else cls
-    keys = {"method": method, "variant": (method, variant) if variant else None, "structure": (method, structure),
+    keys = {"method": method, "variant": (method, variant) if variant else None, "structure": structure_key(method, structure),
             "task": task_key(method, tk), "method_task": (method, tk) if tk else None, "family": fam or None,
             "method_family": (method, fam) if fam else None, "trainer": (method, trainer) if trainer else None,
             "draft": (draft or "").lower() or None, "engine": engine, "source": None, "workload": None,
@@ -169,13 +186,31 @@ def estimate(model: AcceptanceModel, method: str, *, task: str, temperature: flo
     sd, note = model.spread_for(method, cls), ""
     if method in LOOKUP and not rows:
         sd, note = _no_evidence_near(model, method, cls, sd)
+    eff, tree_note = tree_term(model, method, variant, structure, depth, tree_tokens)
     return AcceptanceEstimate(
-        alpha0=a, decay=1.0 if structure == "tree" else dec.value, logit_sd=sd, task_class=cls,
+        alpha0=a, decay=1.0 if structure == "tree" and not _fit_module.TREE_SIZE_TERM else dec.value, logit_sd=sd, task_class=cls,
         cell_rows=rows, cell_sources=len(model.sources.get((method, cls), ())),
         method_rows=len(model.cells.get((method,), ())), task_shift=a - min(MAX_ALPHA, _sigmoid(y0)),
         decay_note=f"fitted on {', '.join(dec.rows[:4])}{' …' if len(dec.rows) > 4 else ''} ({dec.cell})" if dec.rows
         else "priors default: no per-position or γ-sweep row",
-        draft_rows=model.drafts.get((draft or "").lower(), ()), evidence_note=note)
+        draft_rows=model.drafts.get((draft or "").lower(), ()), evidence_note=note, branching=eff, tree_note=tree_note)
+
+
+def tree_term(model: AcceptanceModel, method: str, variant: str | None, structure: str, depth: int | None,
+              tokens: int | None) -> tuple[float, str]:
+    """(b^κ, what it rests on) for a request's tree; (1.0, '') for a chain. Unstated depth or tokens: the
+    harness defaults (``DEFAULT_TREE_DEPTH``, :data:`specops.planner.acceptance_tree.DEFAULT_TREE_TOKENS`), said."""
+    if structure != "tree" or not _fit_module.TREE_SIZE_TERM:
+        return 1.0, ""
+    d = depth or DEFAULT_TREE_DEPTH.get(method, 5)
+    n = tokens or default_tree_tokens(method, variant)
+    b = branching(d, n)
+    k = model.kappa
+    basis = (f"κ {k.value:.2f} fitted on {k.sweeps} tree-size sweeps ({', '.join(k.rows[:4])}{' …' if len(k.rows) > 4 else ''})"
+             if k.rows else "no tree-size sweep in the data: κ 0, the tree counted as its chain")
+    size = f"{n} draft tokens" + ("" if tokens else " (the method's default tree)") if n else "size unknown"
+    return k.effective(b), (f"tree of depth {d}{'' if depth else ' (default)'}, {size}: {b:.2f} candidates a level, "
+                            f"{k.effective(b):.2f} effective; {basis}")
 
 
 def _no_evidence_near(model: AcceptanceModel, method: str, cls: str, sd: float) -> tuple[float, str]:
@@ -232,10 +267,16 @@ def cross_validate(rows: Sequence[AcceptanceRow] | None = None):
 
 # --- the priors' entry point --------------------------------------------------------------------------
 
+TREE_LEVELS = 16
+"""Levels a tree prior's per-position rates are stored for (AcceptancePrior.cumulative continues past them)."""
+
+
 def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperature: float = 0.0,
                    generation: str | None = None, structure: str = "chain", draft: str | None = None,
-                   draft_ratio: float | None = None, target: str | None = None, target_params_b: float | None = None):
-    """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method)."""
+                   draft_ratio: float | None = None, target: str | None = None, target_params_b: float | None = None,
+                   depth: int | None = None, tree_tokens: int | None = None):
+    """The :class:`~specops.planner.priors.AcceptancePrior` for one candidate, or None (no row of the method). A tree
+    (``depth``, ``tree_tokens``: draft tokens, root not counted) carries its levels' cumulative rates."""
     from specops.planner.priors import AcceptancePrior
 
     use, borrowed = method, ""
@@ -253,7 +294,9 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
         use, borrowed = relative, f" (borrowed from {relative}: {why})"
     variant = generation if use == "eagle3" and generation in ("3", "3.1") else None
     est = estimate(model, use, task=task, temperature=temperature, variant=variant, structure=structure, draft=draft,
-                   draft_ratio=draft_ratio, target=target, target_params_b=target_params_b)
+                   draft_ratio=draft_ratio, target=target, target_params_b=target_params_b, depth=depth,
+                   tree_tokens=tree_tokens)
     if est is None:
         return None
-    return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, None, est)
+    levels = est.cumulative(TREE_LEVELS) if est.branching != 1.0 else None
+    return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, levels, est)

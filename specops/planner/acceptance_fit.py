@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from specops.planner.acceptance_data import ALPHA_IID_GAMMA, AcceptanceRow, family_of, params_of
+from specops.planner.acceptance_tree import (
+    TreeKappa,
+    alpha_from_tree_tau,
+    branching,
+    default_tree_tokens,
+    fit_kappa,
+    tree_tau,
+)
 from specops.planner.priors import DECAY
 from specops.speculation import alpha_from_tau as _alpha_from_tau
 from specops.speculation import expected_tokens
@@ -100,6 +108,38 @@ def solve_gamma(row: AcceptanceRow) -> int:
     return DEFAULT_CHAIN_GAMMA
 
 
+TREE_SIZE_TERM = True
+"""Trees by their size (:mod:`specops.planner.acceptance_tree`: the method's chain α0 and decay, b^κ candidates a
+level) rather than the old switch (a chain of the tree's depth with no decay plus a per-method tree effect). False
+restores the switch: bench/acceptance_bench.py prints both, held out."""
+NO_KAPPA = TreeKappa(0.0, (), 0)
+
+
+def tree_tokens(row: AcceptanceRow) -> int | None:
+    """Draft tokens of a tree row (root not counted): stated, else its harness's default (acceptance_tree)."""
+    if row.structure != "tree":
+        return None
+    return row.tree_tokens or default_tree_tokens(row.method, row.variant)
+
+
+def row_branching(row: AcceptanceRow) -> float:
+    """b: candidates per level of the row's tree (1.0 for a chain)."""
+    return branching(solve_gamma(row), tree_tokens(row)) if row.structure == "tree" else 1.0
+
+
+def _kappa_points(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]):
+    """Tree-size sweep points for :func:`specops.planner.acceptance_tree.fit_kappa`: rows with a published τ and a
+    stated γ (and, for trees, stated tokens), grouped by source, target, method, variant, draft, task, temperature."""
+    out = []
+    for r in rows:
+        tau = r.published_tau()
+        if not r.used or tau is None or tau <= 1.0 or not r.gamma or (r.structure == "tree" and not r.tree_tokens):
+            continue
+        key = (r.source_id, r.target.lower(), r.method, r.variant, r.draft.lower(), r.task_class, r.temperature)
+        out.append((r.id, key, r.gamma, row_branching(r), decay(r), tau))
+    return out
+
+
 def _overall_tau(rows: Sequence[AcceptanceRow], r: AcceptanceRow) -> float | None:
     """The τ of the overall row of a per-task speedup row's table (same source, table, method)."""
     table = r.location.split(" table,")[0]
@@ -115,7 +155,8 @@ def _hw(r: AcceptanceRow) -> str:
     return "3090" if "3090" in r.location else "a100"
 
 
-def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float]) -> list[Obs]:
+def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow], float],
+                 kappa: TreeKappa | None = None) -> list[Obs]:
     by_source: dict[tuple[str, str], int] = {}
     overall: dict[tuple[str, str, str], list[AcceptanceRow]] = {}  # the candidates _overall_tau looks through
     for r in rows:
@@ -136,8 +177,12 @@ def observations(rows: Sequence[AcceptanceRow], decay: Callable[[AcceptanceRow],
             continue
         g = solve_gamma(r)
         tau = min(tau, g + 0.999)
-        d = 1.0 if r.structure == "tree" else decay(r)
-        a = alpha_from_tau(tau, g, d, MAX_ALPHA)
+        if r.structure == "tree" and TREE_SIZE_TERM:
+            eff = (kappa or NO_KAPPA).effective(row_branching(r))
+            a = alpha_from_tree_tau(tau, g, decay(r), eff, MAX_ALPHA, MIN_ALPHA)
+        else:
+            d = 1.0 if r.structure == "tree" else decay(r)
+            a = alpha_from_tau(tau, g, d, MAX_ALPHA)
         w = 1 / math.sqrt(by_source[(r.source_id, r.method)]) * (SPEEDUP_ROW_WEIGHT if derived else 1.0)
         out.append(Obs(r, tau, g, _logit(a), w, derived))
     return out
@@ -211,13 +256,22 @@ def _keys(o: AcceptanceRow, *, source: bool = True) -> dict[str, object]:
     task = None if o.task_class in UNTASKED or o.task_class == REFERENCE_TASK or o.repetitive else o.task_class
     return {
         "method": o.method, "variant": (o.method, o.variant) if o.variant else None,
-        "structure": (o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
+        "structure": structure_key(o.method, o.structure), "task": task_key(o.method, task), "method_task": (o.method, task) if task else None,
         "family": o.target_family or None, "method_family": (o.method, o.target_family) if o.target_family else None,
         "trainer": (o.method, o.draft_trainer) if o.draft_trainer else None, "draft": o.draft.lower() or None,
         "engine": o.engine or None, "source": o.source_id if source else None,
         "workload": (o.method, "repetitive") if o.repetitive else None,
         "lineage": lineage_key(o.method, o.draft, o.target_family, o.draft_params_b),
     }
+
+
+def structure_key(method: str, structure: str) -> tuple:
+    """The ``structure`` effect's key. While trees are priced by their size (``TREE_SIZE_TERM``) a tree shares its
+    method's chain key, so a tree of one candidate a level (b = 1) is exactly its chain and the tree term alone
+    carries what the tree adds; the effect is then a second, lighter-penalised method level (dropping it moved
+    every method's level toward μ: DFlash held out 0.163 → 0.214 median |ln τ|). Otherwise (the old switch) its
+    own (method, 'tree') shift."""
+    return (method, "chain") if TREE_SIZE_TERM else (method, structure)
 
 
 SIBLING_MIN_B = 0.3
@@ -267,6 +321,7 @@ class AcceptanceModel:
     drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased draft id -> ids of its rows
     draft_sources: dict[str, frozenset[str]] = field(default_factory=dict)  # lower-cased draft id -> source ids
     unexplained: dict[str, float] = field(default_factory=dict)  # method -> logit SD of its rows around its chat level
+    kappa: TreeKappa = NO_KAPPA  # the tree term's shared κ (acceptance_tree)
 
     def draft_offset(self, draft: str | None) -> float:
         """A named draft's rows speak for it: the mean effect of the sources that measured it (a draft measured
@@ -305,6 +360,9 @@ class AcceptanceModel:
         if keys["task"] is not None and not self.cells.get((r.method, keys["task"][1])):
             keys = {**keys, "task": None, "method_task": None}  # as estimate(): no row of the method for this task
         a = min(MAX_ALPHA, _sigmoid(self.logit(keys, _slopes(r)) + self.draft_offset(r.draft)))
+        if r.structure == "tree" and TREE_SIZE_TERM:
+            return tree_tau(a, solve_gamma(r), self.decay_for(r.method, r.task_class).value,
+                            self.kappa.effective(row_branching(r)), MAX_ALPHA)
         d = 1.0 if r.structure == "tree" else self.decay_for(r.method, r.task_class).value
         return expected_tokens(a, solve_gamma(r), d, MAX_ALPHA)
 
@@ -369,7 +427,7 @@ def _backfit(keys: list[dict[str, object]], slopes: list[dict[str, tuple[object,
     return [*current.tolist(), mu]
 
 
-def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> AcceptanceModel:
+def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate], kappa: TreeKappa = NO_KAPPA) -> AcceptanceModel:
     keys = [_keys(o.row) for o in obs]
     slopes = [_slopes(o.row) for o in obs]
     w = [o.weight for o in obs]
@@ -382,7 +440,7 @@ def _fit(obs: Sequence[Obs], decay: dict[tuple[str, str], DecayEstimate]) -> Acc
     n = len(obs)
     current = _backfit(keys, slopes, w, y, mu, effects, slope)
     mu = current.pop()  # _backfit returns the fitted values with μ appended
-    model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n)
+    model = AcceptanceModel(mu, effects, slope, decay, {}, {}, rows_fitted=n, kappa=kappa)
     for o in obs:
         if o.row.draft:
             key = o.row.draft.lower()
@@ -428,7 +486,8 @@ def fit(rows: Sequence[AcceptanceRow]) -> AcceptanceModel:
         est = decay.get((r.method, r.task_class)) or decay.get((r.method, "*"))
         return est.value if est else DECAY.get(r.method, 1.0)
 
-    return _fit(observations(rows, d), decay)
+    kappa = fit_kappa(_kappa_points(rows, d), _logit, MAX_ALPHA, MIN_ALPHA) if TREE_SIZE_TERM else NO_KAPPA
+    return _fit(observations(rows, d, kappa), decay, kappa)
 
 
 BORROW = {"suffix": "ngram"}

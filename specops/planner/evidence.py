@@ -209,7 +209,7 @@ def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):
 
 def _prior(row: PublishedRow, priors, model, draft):
     return priors.lookup(row.method, task=row.task, temperature=row.temperature, generation=row.generation,
-                         structure=row.structure, draft=row.draft_id,
+                         structure=row.structure, draft=row.draft_id, depth=row.gamma, tree_tokens=row.tree_tokens,
                          draft_ratio=draft.params_b / model.params_b if row.method == "draft_model" else None,
                          target=model.id)
 

@@ -418,7 +418,7 @@ class Priors:
 
     def lookup(self, method: str, *, task: str, temperature: float = 0.0, generation: str | None = None,
                structure: str = "chain", draft: str | None = None, draft_ratio: float | None = None,
-               target: str | None = None) -> AcceptancePrior:
+               target: str | None = None, depth: int | None = None, tree_tokens: int | None = None) -> AcceptancePrior:
         """α0 for one candidate. Order: measured for this draft; the acceptance model when attached (fitted on
         playbooks/data/acceptance_2026-12.csv, :mod:`specops.planner.acceptance`; ``target`` names the model
         for its family effect); published rows that name this draft; the method's own published rows (same
@@ -435,7 +435,8 @@ class Priors:
             from specops.planner.acceptance import estimate_prior
 
             prior = estimate_prior(self.acceptance, method, task=task, temperature=temperature, generation=generation,
-                                   structure=structure, draft=draft, draft_ratio=draft_ratio, target=target)
+                                   structure=structure, draft=draft, draft_ratio=draft_ratio, target=target,
+                                   depth=depth, tree_tokens=tree_tokens)  # a tree's size: acceptance_tree
             if prior is not None:
                 return prior
         found = self._named(draft, method, structure, task_class)

@@ -497,6 +497,8 @@ def tau_ceiling(prior, gamma: int, tau: float, *, z: float | None = None) -> flo
         return tau
     if not all(hasattr(est, k) for k in ("alpha0", "logit_sd", "decay")):
         return max(tau, est.tau_range(gamma)[1])
+    if hasattr(est, "tau_at"):  # the acceptance model's estimate prices a tree by its size (acceptance_tree)
+        return max(tau, est.tau_at(gamma, CEILING_Z if z is None else z))
     from specops.planner.acceptance import MAX_ALPHA, MIN_ALPHA
     from specops.speculation import expected_tokens
 

@@ -141,7 +141,7 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --gpus-available 16 --qps 40 --tpot-slo 40 "
     "--ttft-slo 2000 --output-len 512": (0, r"chosen: 9 replicas × 1 GPUs[\s\S]*without speculation: 12 GPUs", None),
     "specops recommend --model meta-llama/Llama-3.1-70B-Instruct --gpu H100 --gpus-available 16 --qps 40 --tpot-slo 40 "
-    "--ttft-slo 2000 --output-len 512": (2, r"needs more than 16 GPUs[\s\S]*To fix: use --gpus-available 80 \(20 replicas of 4 GPUs", None),
+    "--ttft-slo 2000 --output-len 512": (2, r"needs more than 16 GPUs[\s\S]*To fix: use --gpus-available 84 \(21 replicas of 4 GPUs", None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu H100 --gpus-available 2 --qps 8 --tpot-slo 40 "
     "--output-len 512 -o deployment --name chat-8b > chat-8b.yaml":
         (0, r"(?m)^  autoscaling:[\s\S]*^capacity:[\s\S]*by_acceptance:", "chat-8b.yaml"),
