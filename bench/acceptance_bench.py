@@ -216,19 +216,21 @@ def _draft_slopes(rows) -> None:
               f"target size {m.slopes['target_size'].get('*', 0.0):+.3f}, "
               f"lineage {m.effects['lineage'].get(('draft_model', 'sibling'), 0.0):+.3f}")
     sib = [r for r in rows if scorable(r) and lineage_key(r.method, r.draft, r.target_family, r.draft_params_b)]
-    for src in sorted({r.source_id for r in sib}):
-        m = fit([r for r in rows if r.source_id != src])
-        for r in (r for r in sib if r.source_id == src):
-            p = m.predict_row(r)
-            print(f"  sibling {r.id} {r.target[:24]:<24} draft {r.draft[:24]:<24} γ={solve_gamma(r)}: published τ "
-                  f"{r.published_tau():.2f}, held out {p:.2f} (ln {math.log(r.published_tau() / p):+.3f})")
+    for r, p in _held_out(rows, sib):
+        print(f"  sibling {r.id} {r.target[:24]:<24} draft {r.draft[:24]:<24} γ={solve_gamma(r)}: published τ "
+              f"{r.published_tau():.2f}, held out {p:.2f} (ln {math.log(r.published_tau() / p):+.3f})")
     big = [r for r in rows if r.method == "draft_model" and scorable(r) and (r.target_params_b or 0) >= 100]
-    for src in sorted({r.source_id for r in big}):
+    for r, p in _held_out(rows, big):
+        print(f"  {r.id} {r.target[:16]:<16} draft {r.draft:<10} γ={solve_gamma(r)}: published τ {r.published_tau():.2f}, "
+              f"held out {p:.2f} (|ln| {abs(math.log(r.published_tau() / p)):.3f})")
+
+
+def _held_out(rows, subset):
+    """(row, τ predicted by the model fitted without the row's source) for each row of ``subset``, by source."""
+    for src in sorted({r.source_id for r in subset}):
         m = fit([r for r in rows if r.source_id != src])
-        for r in (r for r in big if r.source_id == src):
-            p = m.predict_row(r)
-            print(f"  {r.id} {r.target[:16]:<16} draft {r.draft:<10} γ={solve_gamma(r)}: published τ {r.published_tau():.2f}, "
-                  f"held out {p:.2f} (|ln| {abs(math.log(r.published_tau() / p)):.3f})")
+        for r in (r for r in subset if r.source_id == src):
+            yield r, m.predict_row(r)
 
 
 def main() -> None:
