@@ -37,7 +37,12 @@ START_TIMEOUT = 900
 # The margin from this test's own rounds (2026-12-03, load average 13-22): n-gram 1.45, 1.34, 1.34 (median
 # 1.34); the same test with the deploy's speculation removed 0.99, 1.11, 0.93 (median 0.99): halfway. Five rounds
 # since 2026-12-03 evening: with part 1 of `make test` beside it (now also the service tests) one run of three
-# rounds gave 1.08, 1.41, 1.04 (median 1.08, failed); two other fresh-clone runs passed.
+# rounds gave 1.08, 1.41, 1.04 (median 1.08, failed); two other fresh-clone runs passed. Since 2026-12-03, 21:10:
+# fast's best pass over base's best pass, after a fresh-clone `make test` beside a helper's benches (load > 3) gave
+# per-round ratios 1.08, 1.18, 1.00, 1.04, 0.68 (median 1.04, failed): the rounds measured the neighbours. (Tokens per
+# CPU second of each engine's processes was tried and is no measure: the n-gram engine uses more CPU than wall time
+# for its proposer's threads, 0.86x per CPU second while 1.43x per wall second.) Alone, best over best: 1.48 with
+# n-gram, 0.98 with the deploy's speculation removed (the bound 1.15 fails it).
 SPEED_ROUNDS = 5
 SPEED_MAX_TOKENS = 64
 MIN_SPEEDUP = 1.15
@@ -96,17 +101,18 @@ def _tokens_per_s(endpoint: str, served: str, key: str | None = None) -> float:
 
 def speedup_over(fast: tuple[str, str, str | None], base: tuple[str, str, str | None],
                  rounds: int = SPEED_ROUNDS) -> tuple[float, list[float]]:
-    """The median over rounds of fast's tokens/s over base's. Each round is fast, base, base, fast (its
-    ratio: fast's two passes over base's two), so a load that drifts over a round, and whichever engine
-    goes first or second, count the same for both. One warm-up pass each first (lazy initialisation)."""
-    import statistics
-
+    """(fast's best pass over base's best pass, the per-round ratios) in tokens/s. Each round is fast, base, base,
+    fast, so both engines are measured through the same stretches of load. A neighbour's load only ever slows a
+    pass, so each engine's fastest of its 2 × rounds passes is the nearest to its own speed (the estimator
+    timeit uses); a round's ratio swings with whatever else runs in those seconds. One warm-up pass each first."""
     _tokens_per_s(*fast), _tokens_per_s(*base)
-    ratios = []
+    ratios, fs, bs = [], [], []
     for _ in range(rounds):
         f1, b1, b2, f2 = _tokens_per_s(*fast), _tokens_per_s(*base), _tokens_per_s(*base), _tokens_per_s(*fast)
         ratios.append((f1 + f2) / (b1 + b2))
-    return statistics.median(ratios), ratios
+        fs += [f1, f2]
+        bs += [b1, b2]
+    return max(fs) / max(bs), ratios
 
 
 def _counters(endpoint: str, served: str) -> dict:
@@ -158,10 +164,11 @@ def test_ngram_engine_serves_counts_speculation_and_stops_with_no_orphans(cli, t
                           timeout=60).status_code == 401  # the key reached vLLM through VLLM_API_KEY
         base = engine_pool.base
         speedup, ratios = speedup_over((endpoint, "tiny-ngram", "sk-tiny-secret"), (base.url, base.served_name, None))
-        print(f"\nn-gram γ=3 over no speculation, tokens/s ratio per round: {[round(x, 2) for x in ratios]}; "
-              f"median {speedup:.2f}")
+        print(f"\nn-gram γ=3 over no speculation: best pass over best pass {speedup:.2f}; tokens/s ratio per round "
+              f"{[round(x, 2) for x in ratios]}")
         assert speedup >= MIN_SPEEDUP, (
-            f"n-gram speculation was not faster than none: median ratio {speedup:.2f} < {MIN_SPEEDUP} ({ratios})")
+            f"n-gram speculation was not faster than none: best pass over best pass {speedup:.2f} < {MIN_SPEEDUP} "
+            f"(per round {ratios})")
         before = _counters(endpoint, "tiny-ngram")
         texts = _complete(endpoint, "tiny-ngram", key="sk-tiny-secret")
         after = _counters(endpoint, "tiny-ngram")
