@@ -246,42 +246,74 @@ def _sweep_split(by: dict) -> None:
         print(f"      batch {b:>3}:  " + ";   ".join(parts))
 
 
-SGLANG_DRAFT_STEP_GRID = (0.32, 0.5, 0.75, 1.0, 1.5)
+SGLANG_KNOBS = {"head_spec_overhead_ms": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),   # shipped 0.75: once per head step
+                "draft_step_overhead_ms": (0.32, 0.5, 0.75, 1.0, 1.5)}       # rejected: per draft forward, MTP too
 
 
 def _sglang_draft_step_nested() -> None:
-    """A dearer SGLang draft forward (the sglang profile's draft_step_overhead_ms, charged only on speculative steps),
-    picked on the other SGLang sources' held-out |ln| with each SGLang source held out in turn."""
+    """The SGLang speculative step's own cost, picked with each SGLang source held out in turn (on the other SGLang
+    sources' held-out |ln|): head_spec_overhead_ms (once per step of a draft head; shipped 0.75) and, rejected, a
+    dearer draft forward (draft_step_overhead_ms, every draft forward of every method). Both start from 0 for the
+    head term. Then the SGLang rows that publish their own τ, split, and the directly published SGLang step times
+    (planner/moe_steps.py: SpecForge #339, AngelSlim #163) without and with the shipped head term."""
+    import math
     import statistics
 
     from specops.planner import perfmodel
     from specops.planner.evidence import cross_validate
+    from specops.planner.moe_steps import load_spec_steps, model_price
+    from specops.planner.stepcost import tau_cost_split
     from specops.planner.uncertainty import source_key
 
     shipped = perfmodel.ENGINE_PROFILES["sglang"]
-    res = {}
-    try:
-        for d in SGLANG_DRAFT_STEP_GRID:
-            perfmodel.ENGINE_PROFILES["sglang"] = shipped.model_copy(update={"draft_step_overhead_ms": d})
-            res[d] = [x for x in cross_validate() if x.row.engine == "sglang"]
-    finally:
-        perfmodel.ENGINE_PROFILES["sglang"] = shipped
-    now = res[shipped.draft_step_overhead_ms]
+    bare = shipped.model_copy(update={"head_spec_overhead_ms": 0.0})
+
+    def sglang_rows(profile) -> list:
+        perfmodel.ENGINE_PROFILES["sglang"] = profile
+        try:
+            return [x for x in cross_validate() if x.row.engine == "sglang"]
+        finally:
+            perfmodel.ENGINE_PROFILES["sglang"] = shipped
+
+    now = sglang_rows(bare)
     keys = [source_key(x.row.source) for x in now]
-    print(f"   SGLang draft forward {shipped.draft_step_overhead_ms} ms (shipped) -> grid {SGLANG_DRAFT_STEP_GRID}, "
-          f"picked on the other SGLang sources, each of the {len(set(keys))} held out in turn:")
-    scored, old, worse = [], [], 0
-    for s in sorted(set(keys)):
-        test = [i for i, k in enumerate(keys) if k == s]
-        best = min(res, key=lambda d: statistics.median(res[d][i].error for i in range(len(keys)) if keys[i] != s))
-        a, b = statistics.median(now[i].error for i in test), statistics.median(res[best][i].error for i in test)
-        worse += b > a
-        scored += [res[best][i].error for i in test]
-        old += [now[i].error for i in test]
-        print(f"      held out {s[:34]:<34} ({len(test):>2} rows): pick {best} ms, median |ln| {a:.3f} -> {b:.3f}")
-    print(f"   nested over {len(old)} SGLang rows: median |ln| {statistics.median(old):.3f} -> {statistics.median(scored):.3f}, "
-          f"mean {statistics.mean(old):.3f} -> {statistics.mean(scored):.3f}; {worse} of {len(set(keys))} sources worse"
-          + (" (not shipped: a term that hurts other sources' rows)" if worse else ""))
+    for knob, grid in SGLANG_KNOBS.items():
+        res = {v: sglang_rows(bare.model_copy(update={knob: v})) for v in grid}
+        start = getattr(bare, knob)
+        print(f"   SGLang {knob} {start} -> grid {grid}, picked on the other SGLang sources, each of the "
+              f"{len(set(keys))} held out in turn:")
+        scored, old, worse = [], [], 0
+        for s in sorted(set(keys)):
+            test = [i for i, k in enumerate(keys) if k == s]
+            best = min(res, key=lambda v: statistics.median(res[v][i].error for i in range(len(keys)) if keys[i] != s))
+            a, b = statistics.median(now[i].error for i in test), statistics.median(res[best][i].error for i in test)
+            worse += b > a + 1e-9
+            scored += [res[best][i].error for i in test]
+            old += [now[i].error for i in test]
+            print(f"      held out {s[:34]:<34} ({len(test):>2} rows): pick {best} ms, median |ln| {a:.3f} -> {b:.3f}")
+        print(f"   nested over {len(old)} SGLang rows: median |ln| {statistics.median(old):.3f} -> "
+              f"{statistics.median(scored):.3f}, mean {statistics.mean(old):.3f} -> {statistics.mean(scored):.3f}; "
+              f"{worse} of {len(set(keys))} sources worse")
+    for label, rows in (("without the head term", now), ("shipped", sglang_rows(shipped))):
+        own = [(x, sp) for x in rows if (sp := tau_cost_split(x))]
+        print(f"   SGLang rows that publish their own τ ({label}; {len(own)} rows, "
+              f"{len({source_key(x.row.source) for x, _ in own})} sources), held out: ln(model/published) = τ half + cost half")
+        for x, sp in own:
+            print(f"      {x.row.source[:44]:<44} {x.row.method:<6} b{x.row.batch:<3} {-x.log_ratio:+.2f} = "
+                  f"{sp.tau_log_error:+.2f} + {sp.cost_log_error:+.2f}")
+        print(f"      median cost half {statistics.median(sp.cost_log_error for _, sp in own):+.2f} "
+              "(positive: the model's SGLang speculative step is cheaper than the published τ and speedup imply)")
+    steps = [r for r in load_spec_steps() if r.engine == "sglang"]
+    errs = {}
+    for label, prof in (("without the head term", bare), ("shipped", shipped)):
+        perfmodel.ENGINE_PROFILES["sglang"] = prof
+        try:
+            errs[label] = [math.log(r.published_cost / model_price(r).cost) for r in steps]
+        finally:
+            perfmodel.ENGINE_PROFILES["sglang"] = shipped
+    print(f"   published SGLang step times ({len(steps)} rows, SpecForge #339 and AngelSlim #163; nothing fitted on them): "
+          + "; ".join(f"{k} median |ln| {statistics.median(map(abs, v)):.3f}, mean ln {statistics.mean(v):+.3f}"
+                      for k, v in errs.items()))
 
 
 def moe_slowdown_split() -> None:
