@@ -153,7 +153,8 @@ ENGINE_PROFILES = {
 PROFILE_SOURCES = {
     "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps; "
             "a draft LM's 1.0 ms per forward + 0.02 ms per layer fitted on the draft-cost sources, each held out)",
-    "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows)",
+    "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows; a draft head's step 0.75 ms, "
+              "picked with each SGLang source held out)",
     "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit the step, vLLM's constants; draft LM per-layer "
                     "overhead 0 (fitted on NVIDIA's 405B draft-size sweep)",
     "hf": "HF-transformers eager profile (no CUDA graphs, per-layer launch cost)",
