@@ -63,6 +63,8 @@ class EngineProfile(Strict):
     step_overhead_ms: float = Field(0.6, ge=0, description="Fixed cost of one target forward (scheduler, sampler, launch).")
     layer_overhead_ms: float = Field(0.0, ge=0, description="Per-layer launch cost (eager frameworks).")
     draft_step_overhead_ms: float = Field(0.12, ge=0, description="Fixed cost of one draft forward.")
+    head_spec_overhead_ms: float = Field(0.0, ge=0, description="Fixed cost of a draft head's (EAGLE/EAGLE-3/Medusa) "
+        "speculative step beyond its forwards; SGLang 0.75 (bench/stepcost_bench.py, each SGLang source held out).")
     draft_layer_overhead_ms: float = Field(
         0.02, ge=0, description="Per-layer cost of one forward of a separate draft LM (draft_model, dflash) "
         "beyond its weight reads and all-reduces (the draft's own small kernels, norms, attention metadata): "
@@ -142,6 +144,7 @@ EAGER_PROFILE = EngineProfile(name="eager", step_overhead_ms=2.0, layer_overhead
 ENGINE_PROFILES = {
     "vllm": VLLM_PROFILE,
     "sglang": VLLM_PROFILE.model_copy(update={"name": "sglang", "step_overhead_ms": 1.6, "draft_step_overhead_ms": 0.32,
+                                              "head_spec_overhead_ms": 0.75,
                                               "moe_layer_overhead_ms": 0.0}),
     "tensorrt-llm": VLLM_PROFILE.model_copy(update={"name": "tensorrt-llm", "draft_layer_overhead_ms": 0.0,
                                                     "draft_lm_overhead_ms": 0.0}),
@@ -150,7 +153,8 @@ ENGINE_PROFILES = {
 PROFILE_SOURCES = {
     "vllm": "vLLM profile (constants from typical decode TPOTs; per-token overhead fitted on published batch sweeps; "
             "a draft LM's 1.0 ms per forward + 0.02 ms per layer fitted on the draft-cost sources, each held out)",
-    "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows)",
+    "sglang": "SGLang profile (step overhead fitted on SGLang's 24 published rows; a draft head's step 0.75 ms, "
+              "picked with each SGLang source held out)",
     "tensorrt-llm": "TensorRT-LLM: too few published rows (5) to fit the step, vLLM's constants; draft LM per-layer "
                     "overhead 0 (fitted on NVIDIA's 405B draft-size sweep)",
     "hf": "HF-transformers eager profile (no CUDA graphs, per-layer launch cost)",
@@ -438,15 +442,16 @@ def draft_ms(setup: Setup, draft: DraftSpec, *, gamma: int, batch: int, kv_len: 
     info = METHODS[draft.method]
     if info.drafting == "lookup" or gamma == 0:
         return lookup_ms(p, batch=batch, history=kv_len) if gamma else 0.0
+    per_step = p.head_spec_overhead_ms if info.family == "head" else 0.0
     if info.family in ("head", "native") and info.drafting == "sequential":
         head = _head_setup(setup, draft.params_b * 1e9 + lm_head_excess(setup.model, draft.method))
         one = forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=kv_len, kv_dtype=kv_dtype,
                          overhead_ms=p.draft_step_overhead_ms)
-        return gamma * one  # sequential: each draft token needs the previous one
+        return gamma * one + per_step  # sequential: each draft token needs the previous one
     if info.family == "head":  # Medusa: all heads in one pass
         head = _head_setup(setup, draft.params_b * 1e9 * min(gamma, 5) / 5)
         return forward_ms(head, batch=batch, tokens_per_seq=1, kv_len=0, kv_dtype=kv_dtype,
-                          overhead_ms=p.draft_step_overhead_ms)
+                          overhead_ms=p.draft_step_overhead_ms) + per_step
     model = draft.model
     if model is None:
         raise ValueError(f"draft {draft.id} has no architecture")
