@@ -99,10 +99,10 @@ def split_residual(r: Residual) -> tuple[float, float] | None:
     Spec-Bench's #MAT): with c = τ / speedup, one speculative step's cost in baseline forwards,
     ln(published / predicted) = ln(τ_pub / τ) − ln(c_pub / c). The τ half is the acceptance model's error, the cost
     half the step-cost model's; None where the row publishes no τ or the prediction recorded none."""
-    if not r.row.tau or not r.tau:
-        return None
-    tau_half = math.log(r.row.tau / r.tau)
-    return tau_half, tau_half - r.log_ratio
+    from specops.planner.stepcost import tau_cost_split  # the one split; here signed as ln(published / model)
+
+    s = tau_cost_split(r) if r.tau else None
+    return (-s.tau_log_error, s.cost_log_error) if s else None
 
 
 def _target(row: PublishedRow, cat: Catalogs):
