@@ -255,20 +255,23 @@ def _draft_id(text: str) -> str | None:
     return m.group(1).rstrip(".,;") if m else None
 
 
-SPEC_BENCH_TREES = {("eagle", "1"): (5, 26), ("eagle", "2"): (5, 60), ("eagle3", "3"): (5, 60), ("medusa", None): (4, 63)}
-"""(depth, draft tokens) of the tree each tree method runs by default in the Spec-Bench harness, for leaderboard rows
-that do not state it (hemingkx/Spec-Bench evaluation/: inference_eagle2.py @a5fd1a3 and inference_eagle3.py @7f214e2
-default --total-token 60, --depth 5, --top-k 10; inference_medusa.py @60884d2 --medusa-choices mc_sim_7b_63, 63
-nodes over Medusa's 4 heads; EAGLE-1's static tree as in its App. A.1, see :func:`_structure`). The harness runs
-every method at batch 1 with its own defaults: a tree method's row is a tree, not a chain of unknown γ."""
+SPEC_BENCH_DEPTH = {("eagle", "1"): 5, ("eagle", "2"): 5, ("eagle3", "3"): 5, ("medusa", None): 4}
+"""The depth of the tree each tree method runs by default in the Spec-Bench harness, for leaderboard rows that do
+not state it (hemingkx/Spec-Bench evaluation/: inference_eagle2.py @a5fd1a3 and inference_eagle3.py @7f214e2
+default --depth 5 with --total-token 60; inference_medusa.py @60884d2 mc_sim_7b_63 over Medusa's 4 heads; EAGLE-1's
+static tree as in its App. A.1, see :func:`_structure`). The tree's size is the method's documented default
+(:func:`specops.planner.acceptance_tree.default_tree_tokens`: 26, 60, 60, 63). The harness runs every method at
+batch 1 with its own defaults: a tree method's row is a tree, not a chain of unknown γ."""
 
 
 def _spec_bench_default(row: dict, method: str | None, gen: str | None) -> tuple[str, int | None, int | None] | None:
+    from specops.planner.acceptance_tree import default_tree_tokens
+
     text = f"{row['source']} {row['gamma_or_tree']}".lower()
-    tree = SPEC_BENCH_TREES.get((method, gen))
-    if tree is None or "spec-bench" not in text or not re.search(r"not stated|method's default", text):
+    depth = SPEC_BENCH_DEPTH.get((method, gen))
+    if depth is None or "spec-bench" not in text or not re.search(r"not stated|method's default", text):
         return None
-    return "tree", *tree
+    return "tree", depth, default_tree_tokens(method, gen)
 
 
 def parse_row(row: dict) -> PublishedRow:
