@@ -7,7 +7,10 @@ unified), the acceptance priors are fitted on the other sources only, the residu
 ranges are the other sources' own leave-one-source-out residuals computed without S, and only then are
 S's rows predicted and scored (specops.planner.loso.leave_one_source_out). The difficulty model
 (specops.planner.difficulty: the bias μ and scale σ of each kind of prediction) is fitted on those inner
-residuals only; "difficulty model variants" re-assesses the same folds with other choices of it.
+residuals only; "difficulty model variants" (bench/uncertainty_variants.py) re-assesses the same folds with other
+choices of it, native runtimes (engine class native) apart or not, and prints what recommend would pick with the
+native-runtime bias that is not shipped. The "width goal" line puts the serving and HF rows' median hi/lo next to
+their oracle width and the replication floor.
 
 Regret: rows of one source that share a setup (target, hardware, batch, task, temperature, location)
 are one situation; its candidates are the methods published there. A rule picks one or none from the
@@ -15,7 +18,8 @@ held-out predictions. Left on the table: ln(best published gain) − ln(gain of 
 published method gained (a pick below 1 gains nothing); slowdown taken: −ln(published) of a pick
 published below 1. Both summed over situations, overall and per stratum.
 
-Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z] [--no-published] [--published-only]
+Run: .venv/bin/python bench/uncertainty_bench.py [--point-tau] [--ceiling-z Z] [--gamma-bounds] [--no-published]
+[--published-only]
 (--no-published: every section without the update by published runs near each row (specops.planner.published_runs;
 each fold's runs are the other sources' only); --published-only: stop after the published-run section, which prints
 the model alone against the update either way.)
@@ -38,6 +42,7 @@ from specops.planner.evidence import (  # noqa: E402
     catalog_gpu,  # noqa: E402
     cross_validate,
     fit_priors,
+    gamma_bounds,
     gpu_class,
     hardware_known,
     looks_moe,
@@ -75,6 +80,12 @@ PUBLISHED = "--no-published" not in sys.argv
 TAU_HIGH = "--point-tau" not in sys.argv
 """Cap each range at the upper end of τ's own 80% range (as recommend does); --point-tau caps at the point τ."""
 
+GAMMA_BOUNDS = "--gamma-bounds" in sys.argv
+"""--gamma-bounds: bound a row whose source does not state γ by the floor and ceiling over every γ it may have run
+(evidence.gamma_bounds) instead of at the model's best γ, where its range is drawn. Not the default: the width scored
+is then no longer the width recommend prints at that γ (a user always states γ or takes the best one); the variants
+section prints both, and reach_section the share of rows within either bounds."""
+
 P_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 
@@ -100,6 +111,7 @@ class Held:
     tau_high: float = 0.0        # the ceiling the range was capped at
     model_only: object = None    # the Uncertainty without the published runs near it (specops.planner.published_runs)
     query: object = None         # the configuration, for the published-run lookup
+    bounds: tuple | None = None  # (floor, ceiling) over every γ an unstated-γ row may have run (evidence.gamma_bounds)
 
     @property
     def published(self) -> float:
@@ -135,7 +147,9 @@ def held_out(rows=None) -> list[Held]:
         moe = setup.model.is_moe or looks_moe(row.target)
         s = stratum_of(engine=row.engine, method=row.method, kind=setup.model.kind(), moe=moe, batch=row.batch)
         high = tau_ceiling(prior_of(row, fold.priors, fold.cat), e.gamma, e.tau) if TAU_HIGH else e.tau
-        kw = dict(tau_high=high, hardware_known=hardware_known(row.hardware), method=row.method)
+        bounds = gamma_bounds(row, fold.priors, fold.cat) if TAU_HIGH and not row.gamma else None
+        kw = dict(tau_high=high, hardware_known=hardware_known(row.hardware), method=row.method,
+                  bounds=bounds if GAMMA_BOUNDS else None)
         names = [row.target, mapped_target(row.target) or ""] + ([setup.model.id, *setup.model.names]
                                                                   if row.catalog_target else [])
         q = query_for(names=names, method=row.method, gpu=catalog_gpu(row.hardware) or "?",
@@ -144,7 +158,7 @@ def held_out(rows=None) -> list[Held]:
         u0 = assess(e.speedup, e.tau, s, fold.calibration, **kw)
         old = legacy_interval(e.speedup, method=row.method, batch=row.batch, gpu_class=gpu_class(setup.gpu.name),
                               moe=moe, residuals=fold.residuals)
-        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0, q)
+        cache[id(row)] = Held(row, e.speedup, e.tau, u, old, s, fold.calibration, high, u0, q, bounds)
         return {}
 
     leave_one_source_out(rows, fit=_fitter(rows), predict=lambda f, r: (extra(f, r), cache[id(r)].speedup)[1],
@@ -189,10 +203,21 @@ def coverage_section(held: list[Held]) -> None:
             mark = "" if len(items) >= 10 else "   (< 10 rows)"
             print(f"   {k:<34} {_cov(items, new)} | {_cov(items, old)}{mark}")
     print(goal_line(held))
+    from uncertainty_published import width_goal_lines
+
+    width_goal_lines(held)
     reach_section(held)
     room_section(held)
     pool_section(held)
+    from uncertainty_variants import (  # bench/, beside this script
+        ceiling_section,
+        difficulty_section,
+        pick_section,
+    )
+
     difficulty_section(held)
+    pick_section()
+    ceiling_section()
 
 
 GROUPS = {
@@ -256,33 +281,55 @@ def _q(v: list[float], q: float) -> float:
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
+def _reachable_any_gamma(h: Held) -> bool:
+    """Published within the physics bounds of some γ its source may have run (evidence.gamma_bounds; a row that states
+    γ: its own bounds)."""
+    lo, hi = (min(h.u.floor, h.bounds[0]), max(h.u.tau_high, h.bounds[1])) if h.bounds else (h.u.floor, h.u.tau_high)
+    return lo - 1e-9 <= h.published <= hi + 1e-9
+
+
 def reach_section(held: list[Held]) -> None:
     """Per group: the share of rows published between the floor and the ceiling - the most any range bounded by
     physics holds - next to the coverage. A group whose share is below the goal fails it whatever the calibration:
-    its τ (the ceiling) or its point is too low, a point-model error (acceptance, step cost), not a range's."""
+    its τ (the ceiling) or its point is too low, a point-model error (acceptance, step cost), not a range's. Beside it,
+    the share within the bounds of some γ an unstated-γ row's source may have run (:func:`_reachable_any_gamma`)."""
     below = [(k, items) for k, items in _groups(held)
              if sum(map(_reachable, items)) / len(items) < GOAL_COVERAGE + 0.1]
     print(f"-- within the physics bounds (floor S/τ, ceiling τ's 95% bound): groups of ≥ 10 rows below "
-          f"{100 * (GOAL_COVERAGE + 0.1):.0f}% (the most any bounded range holds | its coverage) --")
+          f"{100 * (GOAL_COVERAGE + 0.1):.0f}% (the most any bounded range holds | its coverage | within the bounds "
+          f"of some γ an unstated-γ row may have run) --")
     for k, items in below:
         print(f"   {k:<44} {100 * sum(map(_reachable, items)) / len(items):3.0f}% of {len(items)} rows | "
-              f"covered {100 * sum(map(_inside, items)) / len(items):.0f}%")
-    print(f"   all rows: {100 * sum(map(_reachable, held)) / len(held):.0f}% within the bounds")
+              f"covered {100 * sum(map(_inside, items)) / len(items):.0f}% | any γ "
+              f"{100 * sum(map(_reachable_any_gamma, items)) / len(items):.0f}%")
+    print(f"   all rows: {100 * sum(map(_reachable, held)) / len(held):.0f}% within the bounds; "
+          f"{100 * sum(map(_reachable_any_gamma, held)) / len(held):.0f}% within those of some γ "
+          f"({sum(h.bounds is not None for h in held)} rows do not state γ)")
+
+
+def oracle_width(items: list[Held]) -> float:
+    """The 10th-90th percentile of the rows' own held-out residuals r − μ, as hi/lo: a range that knew the scored
+    rows' errors, which no calibration does."""
+    r = [math.log(h.published / h.speedup) - h.u.bias for h in items]
+    return math.exp(_q(r, 0.9) - _q(r, 0.1))
+
+
+ROOM = (("all rows", lambda h: True), ("serving engines", lambda h: h.u.stratum.startswith("serving")),
+        ("HF harness", lambda h: h.u.stratum.startswith("harness")),
+        ("native runtimes", lambda h: h.u.stratum.startswith("native")),
+        ("serving, trained heads, dense", lambda h: h.u.stratum.startswith("serving/head/dense")))
 
 
 def room_section(held: list[Held]) -> None:
     """How narrow an 80% range of the shipped point model can be: the held-out rows' own residuals (after μ),
-    their 10th to 90th percentile - a range that knew the scored rows' errors, which no calibration does -
-    and the rows above the ceiling, which no range bounded by τ holds."""
+    their 10th to 90th percentile (:func:`oracle_width`), and the rows above the ceiling, which no range bounded by τ
+    holds."""
     print("-- room left by the point model: the 10th-90th percentile of the held-out residuals r − μ themselves "
           "(an oracle width) --")
-    for label, keep in (("all rows", lambda h: True), ("serving engines", lambda h: h.u.stratum.startswith("serving")),
-                        ("paper harnesses", lambda h: h.u.stratum.startswith("harness")),
-                        ("serving, trained heads, dense", lambda h: h.u.stratum.startswith("serving/head/dense"))):
+    for label, keep in ROOM:
         items = [h for h in held if keep(h)]
-        r = [math.log(h.published / h.speedup) - h.u.bias for h in items]
         above = sum(h.published > h.u.tau_high + 1e-9 for h in items)
-        print(f"   {label:<30} {len(items):>3} rows: oracle hi/lo {math.exp(_q(r, 0.9) - _q(r, 0.1)):.2f} "
+        print(f"   {label:<30} {len(items):>3} rows: oracle hi/lo {oracle_width(items):.2f} "
               f"(shipped median {statistics.median(h.u.width for h in items):.2f}); {above} published above the ceiling")
     by: dict[str, list[float]] = {}
     for h in held:
@@ -294,156 +341,31 @@ def room_section(held: list[Held]) -> None:
           f"mostly shared by its rows, so a range for a source not yet seen must cover that shared error")
 
 
-def _reassess(held: list[Held], *, level: float = LEVEL, keep=None, **options) -> list[Held]:
+def _reassess(held: list[Held], *, level: float = LEVEL, keep=None, strata=None, bounds: bool = GAMMA_BOUNDS,
+              apart: bool = False, **options) -> list[Held]:
     """The same nested folds, each fold's calibration rebuilt with ``options`` (no refit of the point model) from
-    the points ``keep`` admits (default all), the ranges drawn at ``level``."""
-    cals: dict[int, RangeCalibration] = {}
+    the points ``keep`` admits (default all), the ranges drawn at ``level``. ``strata``: a map of every stratum (the
+    points' and the scored rows'); ``bounds``: unstated-γ rows bounded over every γ they may have run (default: as
+    --gamma-bounds says); ``apart``:
+    serving and HF rows calibrated without the native runtimes' points (native rows with every point)."""
+    cals: dict[tuple, RangeCalibration] = {}
     out = []
     for h in held:
-        cal = cals.get(id(h.calibration))
+        stratum = strata(h.stratum) if strata else h.stratum
+        native = apart and h.stratum.engine == "native"
+        cal = cals.get((id(h.calibration), native))
         if cal is None:
-            points = [p for p in h.calibration.points if keep is None or keep(p)]
-            cal = cals[id(h.calibration)] = RangeCalibration(points, **options)
-        u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
-                   method=h.row.method, level=level)
-        out.append(replace(h, u=u))
+            points = [replace(p, stratum=strata(p.stratum)) if strata else p for p in h.calibration.points
+                      if (keep is None or keep(p)) and (not apart or native or p.stratum.engine != "native")]
+            cal = cals[(id(h.calibration), native)] = RangeCalibration(points, **options)
+        u = assess(h.speedup, h.tau, stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
+                   method=h.row.method, level=level, bounds=h.bounds if bounds else None)
+        out.append(replace(h, u=u, stratum=stratum))
     return out
 
 
 def _brier(held: list[Held]) -> float:
     return statistics.mean((h.u.p_gain - (1.0 if h.published > 1 else 0.0)) ** 2 for h in held)
-
-
-def _worst(held: list[Held]) -> str:
-    """The least-covered group of ≥ 10 rows over every grouping, and the lowest among those whose rows are ≥ 90%
-    within the physics bounds (what the calibration alone decides)."""
-    share, k, _ = lowest_groups(held, 1)[0]
-    free = sorted((sum(map(_inside, items)) / len(items), g) for g, items in _groups(held)
-                  if sum(map(_reachable, items)) / len(items) >= 0.9)[0]
-    return f"{100 * share:.0f}% ({k}); within bounds {100 * free[0]:.0f}% ({free[1]})"
-
-
-def difficulty_section(held: list[Held]) -> None:
-    """The difficulty model's choices, each re-assessed on the same nested folds: what each feature is worth."""
-    from specops.planner import difficulty as unc
-
-    def feats(*names):
-        def f(w, names=names):
-            return [1.0] + [_FEATURES[n](w) for n in names]
-        return f
-
-    variants = {
-        "plain split-conformal (no difficulty model)": {"adaptive": False},
-        "bias only by family+engine, no scale": {"center_features": feats("model", "lookup", "serving"),
-                                                  "scale_features": feats()},
-        "scale only (engine, hardware known)": {"center_features": feats(), "scale_features": feats("serving", "hw")},
-        "bias family+engine, scale engine+hw": {"center_features": feats("model", "lookup", "serving"),
-                                                "scale_features": feats("serving", "hw")},
-        "shipped + bias for prompt lookup": {"center_features": feats("model", "lookup", "serving", "tau_spread",
-                                                                        "step")},
-        "shipped + bias for prompt lookup and for suffix decoding": {
-            "center_features": feats("model", "lookup", "suffix", "serving", "tau_spread", "step")},
-        "shipped (bias: draft model, engine, τ spread, S/τ; scale: engine, hw; Mondrian pool 1)": {},
-        "shipped without Mondrian (the range until 2026-12-03)": {"mondrian": None},
-        "shipped without Mondrian, drawn at 86%": {"mondrian": None, "level": 0.86},
-        "shipped, ridge 5": {"ridge": 5.0},
-        "shipped, scale floor 0.01": {"floor": 0.01},
-        "shipped, scale floor 0.02": {"floor": 0.02},
-        "shipped, scale floor 0.1": {"floor": 0.1},
-        "shipped, μ by least squares (no Huber)": {"huber": 0.0},
-        "shipped, Huber δ 0.1": {"huber": 0.1},
-        "shipped, Huber δ 0.4": {"huber": 0.4},
-        "shipped, |μ| ≤ 0.3": {"cap": 0.3},
-        "shipped, ridge 20": {"ridge": 20.0},
-        "shipped + scale by τ spread, S/τ": {"scale_features": feats("serving", "hw", "tau_spread", "step")},
-        "shipped + scale by family": {"scale_features": feats("serving", "hw", "model", "lookup")},
-        "shipped, bias for draft_model only (not DFlash)": {"center_features": feats("draft", "serving", "tau_spread",
-                                                                                       "step")},
-        "shipped + bias for MoE": {"center_features": feats("model", "serving", "tau_spread", "step", "moe")},
-        "shipped + scale by MoE": {"scale_features": feats("serving", "hw", "moe")},
-        "shipped + scale by serving trained head on dense": {"scale_features": feats("serving", "hw", "srv_head_dense")},
-        "shipped + bias and scale by batch 17+": {"center_features": feats("model", "serving", "tau_spread", "step", "big"),
-                                                  "scale_features": feats("serving", "hw", "big")},
-        "bias by stratum and method (one-hot, shrunk: ridge 10), τ spread, S/τ": {
-            "center_features": _stratum_bias, "ridge": 10.0},
-        "bias by stratum and method (one-hot, shrunk: ridge 3), τ spread, S/τ": {
-            "center_features": _stratum_bias, "ridge": 3.0},
-        "shipped, sources count equally (exponent 1)": {"exponent": 1.0},
-        "shipped, exponent 0.75": {"exponent": 0.75},
-        "shipped, drawn at 82% (a finite-sample correction in sources)": {"level": 0.82},
-        "shipped, calibrated without rows published above their ceiling": {"keep": _not_above_ceiling},
-        "shipped + scale by evidence density (other sources near it)": {"scale_features": feats("serving", "hw",
-                                                                                               "density")},
-        "shipped + scale by density, near = engine and family only": {"scale_features": feats("serving", "hw", "density"),
-                                                                       "density_depth": 2},
-        "shipped + bias and scale by evidence density": {"center_features": feats("model", "serving", "tau_spread",
-                                                                                 "step", "density"),
-                                                        "scale_features": feats("serving", "hw", "density")},
-        "Mondrian by every goal group, pool 0 (each group's own z)": {"mondrian": 0.0},
-        "Mondrian by every goal group, pool 1 (shipped)": {"mondrian": 1.0},
-        "Mondrian by every goal group, pool 3": {"mondrian": 3.0},
-        "Mondrian by every goal group, pool 10": {"mondrian": 10.0},
-        "Mondrian by every goal group, pool 3, drawn at 76%": {"mondrian": 3.0, "level": 0.76},
-        "Mondrian by method, pool 0": {"mondrian": 0.0, "groupings": _grouping("method")},
-        "Mondrian by method and architecture, pool 1": {"mondrian": 1.0, "groupings": _grouping("method",
-                                                                                               "architecture")},
-        "Mondrian by method and architecture, pool 3": {"mondrian": 3.0, "groupings": _grouping("method",
-                                                                                               "architecture")},
-        "Mondrian by stratum, pool 0": {"mondrian": 0.0, "groupings": _grouping("stratum")},
-    }
-    from specops.planner.uncertainty import MONDRIAN_POOL
-
-    print(f"-- variants of the difficulty model and the calibration, the same nested folds re-assessed (shipped ridge "
-          f"{unc.RIDGE:g}; each with the shipped Mondrian pool {MONDRIAN_POOL} unless it says otherwise) --")
-    print(f"   {'variant':<66} {'cover':>5} {'hi/lo':>5} {'Brier':>5} {'left':>5} {'slow':>5}  lowest group of ≥ 10 rows; "
-          f"lowest of those ≥ 90% within the bounds")
-    sits = situations(held)
-    for label, options in variants.items():
-        again = _reassess(held, **options)
-        by_id = {id(h.row): a for h, a in zip(held, again, strict=True)}
-        m, hm, _, _ = regret({k: [by_id[id(h.row)] for h in v] for k, v in sits.items()}, new_rule(DEFAULT_MIN_P_GAIN))
-        cov = 100 * sum(map(_inside, again)) / len(again)
-        print(f"   {label:<66} {cov:4.0f}% {statistics.median(h.u.width for h in again):5.2f} {_brier(again):5.3f} "
-              f"{m:5.2f} {hm:5.2f}  {_worst(again)}")
-
-
-_FEATURES = {
-    "model": lambda w: float(w.stratum.family == "model"),
-    "lookup": lambda w: float(w.stratum.family == "lookup"),
-    "serving": lambda w: float(w.stratum.engine == "serving"),
-    "suffix": lambda w: float(w.method == "suffix"),
-    "hw": lambda w: float(w.hardware_known),
-    "draft": lambda w: float(w.method == "draft_model"),
-    "moe": lambda w: float(w.stratum.arch == "moe"),
-    "big": lambda w: float(w.stratum.batch == "17+"),
-    "srv_head_dense": lambda w: float((w.stratum.engine, w.stratum.family, w.stratum.arch) == ("serving", "head", "dense")),
-    "density": lambda w: math.log1p(w.density),
-    "tau_spread": lambda w: math.log(max(w.tau_high, w.tau, 1.0) / max(w.tau, 1.0)),
-    "step": lambda w: math.log(max(w.speedup, 1e-3) / max(w.tau, 1.0)),
-}
-
-
-def _grouping(*names: str) -> dict:
-    from specops.planner.uncertainty import GROUPINGS
-
-    return {n: GROUPINGS[n] for n in names}
-
-
-def _stratum_bias(w) -> list[float]:
-    """μ on one-hot strata (engine, family, architecture, batch, their main interactions) and methods, plus τ's
-    spread and S/τ: a bias per stratum shrunk toward the overall one by the ridge."""
-    s = w.stratum
-    hot = [s.engine == "serving", s.family == "model", s.family == "lookup", s.arch == "moe", s.arch == "hybrid",
-           s.batch == "3-16", s.batch == "17+", s.engine == "serving" and s.family == "model",
-           s.engine == "serving" and s.arch == "moe", s.family == "head" and s.arch == "moe",
-           w.method == "mtp", w.method == "eagle3", w.method == "draft_model", w.method == "suffix"]
-    return [1.0, *map(float, hot), _FEATURES["tau_spread"](w), _FEATURES["step"](w)]
-
-
-def _not_above_ceiling(p) -> bool:
-    """A calibration point whose published speedup is not above its τ ceiling (one that is: its τ is implausible
-    for what the acceptance model knows of its method)."""
-    return not (p.speedup > 0 and p.speedup * math.exp(p.log_ratio) > (p.tau_high or p.tau))
 
 
 def pool_section(held: list[Held]) -> None:
@@ -457,7 +379,7 @@ def pool_section(held: list[Held]) -> None:
         def rng(h: Held, pool=pool, cals=cals):
             cal = cals.setdefault(id(h.calibration), RangeCalibration(h.calibration.points, pool=pool))
             u = assess(h.speedup, h.tau, h.stratum, cal, tau_high=h.tau_high, hardware_known=hardware_known(h.row.hardware),
-                   method=h.row.method)
+                   method=h.row.method, bounds=h.bounds if GAMMA_BOUNDS else None)
             return u.speedup_low, u.speedup_high
 
         buckets: dict[str, list[Held]] = {}

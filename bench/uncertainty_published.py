@@ -34,7 +34,8 @@ def between_sources(rows=None) -> None:
                   f"{'' if c.task_matched else ' [task differs]'}: "
                   + ", ".join(f"{_short(s)} {math.exp(v):.2f}x" for s, v in sorted(c.means.items())))
         _floor_line("all", configs)
-        for label, keep in (("serving", lambda c: c.engine == "serving"), ("harness", lambda c: c.engine == "harness"),
+        for label, keep in (("serving", lambda c: c.engine == "serving"), ("HF harness", lambda c: c.engine == "harness"),
+                            ("native runtimes", lambda c: c.engine == "native"),
                             ("task-matched", lambda c: c.task_matched), ("task differs", lambda c: not c.task_matched)):
             _floor_line(label, [c for c in configs if keep(c)])
         repeats = rp.replications(rows, level=level, independent=False)
@@ -77,6 +78,26 @@ def floor_versus_shipped(held: list) -> None:
         if sigma is not None:
             print(f"replication floor ({label}): 80% hi/lo >= {rp.width_floor(sigma):.2f} for a new source's figure; "
                   f"shipped median hi/lo {statistics.median(widths):.2f}; goal 1.6")
+
+
+def width_goal_lines(held: list) -> None:
+    """The width goal where recommend is asked, in one line: for the serving rows and the HF harness rows, the shipped
+    median hi/lo (these nested folds), the oracle width (the rows' own held-out residuals' 10-90%, ub.oracle_width)
+    and the replication floor (two independent sources of one configuration, any-gpu key,
+    specops.planner.replications): what width is reachable."""
+    from specops.planner import replications as rp
+
+    configs = rp.replications(rp.replication_rows(), level="any-gpu")
+    parts = []
+    for label, engine in (("serving rows", "serving"), ("HF harness rows", "harness")):
+        items = [h for h in held if h.u.stratum.startswith(engine)]
+        mine = [c for c in configs if c.engine == engine]
+        sigma = rp.sigma_rep(mine)
+        floor = f"{rp.width_floor(sigma):.2f} ({len(mine)} configurations)" if sigma is not None else "no pair"
+        parts.append(f"{label} ({len(items)}): shipped median hi/lo {statistics.median(h.u.width for h in items):.2f}, "
+                     f"oracle {ub.oracle_width(items):.2f}, replication floor {floor}")
+    print(f"width goal {ub.GOAL_WIDTH} (oracle: the rows' own held-out residuals' 10-90%; floor: any-gpu key): "
+          + "; ".join(parts))
 
 
 def published_section(held: list) -> None:
@@ -122,7 +143,7 @@ def _published_sensitivity(held: list) -> None:
             pr.BETWEEN_SOURCE_SD, pr.TRANSFER_ERROR = sd, tr
             again = [replace(h, u=assess(h.speedup, h.tau, h.stratum, h.calibration, tau_high=h.tau_high,
                                          hardware_known=hardware_known(h.row.hardware), method=h.row.method,
-                                         query=h.query)) for h in held]
+                                         query=h.query, bounds=h.bounds if ub.GAMMA_BOUNDS else None)) for h in held]
             by_id = {id(h.row): a for h, a in zip(held, again, strict=True)}
             m, hm, _, _ = ub.regret({k: [by_id[id(h.row)] for h in v] for k, v in sits.items()},
                                  ub.new_rule(DEFAULT_MIN_P_GAIN))

@@ -20,7 +20,7 @@ from specops.speculation import solve_linear
 class Where:
     """What the difficulty model knows of a prediction before its outcome."""
 
-    stratum: object  # uncertainty.Stratum: .engine (serving | harness), .family (head | model | lookup)
+    stratum: object  # uncertainty.Stratum: .engine (serving | harness | native), .family (head | model | lookup)
     speedup: float
     tau: float
     tau_high: float
@@ -30,10 +30,11 @@ class Where:
 
 
 def _center_features(w: Where) -> list[float]:
-    """The bias μ(x) reads: a separate draft model or not, engine class, τ's own spread ln(τ_high/τ), the step's
-    share ln(S/τ). Not prompt lookup: its 11 published rows (most at batch 1) ran +0.2 to +1.4 in ln, and a
+    """The bias μ(x) reads: a separate draft model or not, engine class (serving or not), τ's own spread ln(τ_high/τ),
+    the step's share ln(S/τ). Not prompt lookup: its 11 published rows (most at batch 1) ran +0.2 to +1.4 in ln, and a
     lookup term lifted n-gram over the cost model's pick where nothing was measured (--task code on an 8B
-    model: n-gram 1.78x expected 2.40x over EAGLE-3 2.30x; batch 256: n-gram at 0.88x); see CENTER_FEATURES."""
+    model: n-gram 1.78x expected 2.40x over EAGLE-3 2.30x; batch 256: n-gram at 0.88x); see CENTER_FEATURES. Not
+    a native runtime either (llama.cpp, MLX, T5X, ...: uncertainty.engine_class): see CENTER_FEATURES."""
     tau = max(1.0, w.tau)
     return [1.0, float(w.stratum.family == "model"), float(w.stratum.engine == "serving"),
             math.log(max(w.tau_high, tau) / tau), math.log(max(w.speedup, 1e-3) / tau)]
@@ -51,7 +52,14 @@ plain split-conformal 77% coverage at median hi/lo 2.67, Brier 0.092, regret 8.9
 alone 80% at 2.37; a bias alone 74% at 2.21; these (bias and scale) 80% at 2.17, Brier 0.082, 6.17 / 1.73; with a
 prompt-lookup term in the bias 80% at 2.11, 3.98 / 1.73, but it lifts n-gram over the cost model's pick where
 nothing was measured (see _center_features); adding τ's spread and S/τ to the scale, or the family, 79% at 2.23 /
-75% at 2.13 with more regret."""
+75% at 2.13 with more regret. A bias term for native runtimes (2026-12-05, model alone, Mondrian pool 10): 85% at
+2.34, regret left 4.27 -> 3.68, the HF harness rows' median hi/lo 3.69 -> 3.10 with no group losing a row - but its
+intercept lets the native rows' draft-model runs (10 of their 14 at +0.2 to +2.2 in ln: T5X, MagicDec, llama.cpp)
+lift the shared draft-model term (serving draft models' μ about +0.29 -> +0.34), and recommend then moves 10 of 120 picks of a
+grid, 8 from EAGLE-3 to a separate draft model predicted slower (Qwen3-8B on an H100 at batch 1: 1.81x -> 1.39x;
+Llama-3.1-8B on an A100 at batch 256: none -> draft_model at 0.92x), where nothing was measured (bench
+uncertainty_variants.pick_section). Its draft term fitted on the other engines only: 86% at 2.55, regret left 7.33.
+Not shipped; nor a scale term for native runtimes (81% at 2.34, the HF rows 89% -> 81%, EAGLE-3 70%)."""
 RIDGE = 1.0
 """Ridge penalty on every coefficient but the intercept (weights sum to the number of sources). On the bench:
 ridge 1 80% at 2.17; 5 77% at 2.19, regret 9.31 left; 20 77% at 2.33, 7.06 left."""

@@ -33,6 +33,9 @@ from specops.planner.perfmodel import (
 from specops.planner.priors import DRAFT_REF_RATIO, PublishedRow, calibrate, load_published
 
 SERVING_ENGINES = ("vllm", "sglang", "tensorrt-llm")
+HARNESS_ENGINES = ("hf",)
+"""The HF/PyTorch paper harness (`recommend --engine hf`); any other engine of a published row (llama.cpp, MLX, T5X,
+gpt-fast-style PyTorch: engine ``other``) is a native runtime (uncertainty.engine_class)."""
 
 # Published target names -> catalog entries (None: estimated from params_b); first match wins.
 TARGETS = [("t5-xxl", None), ("llama2-chat 70b", "llama-2-70b-chat"), ("mixtral", "mixtral-8x7b-instruct"),
@@ -191,6 +194,26 @@ def predict_at_best_gamma(row: PublishedRow, priors, cat: Catalogs, profiles):
     evals = {g: predict_row(replace(row, gamma=g), priors, cat, profiles) for g in BEST_GAMMA_RANGE}
     best = best_gamma([e for e, _ in evals.values()]) or max((e for e, _ in evals.values()), key=lambda e: e.speedup)
     return evals[best.gamma]
+
+
+def gamma_bounds(row: PublishedRow, priors, cat: Catalogs, profiles=None) -> tuple[float, float]:
+    """(floor, ceiling) of a row whose source does not state γ, over every γ of BEST_GAMMA_RANGE it may have run: the
+    lowest all-rejected speedup S/τ and the highest τ ceiling (uncertainty.tau_ceiling). The row is predicted at the
+    model's best γ (:func:`predict_at_best_gamma`), but its published speedup was measured at the source's γ, which
+    physics bounds there, not at the model's: a draft model's τ keeps growing past the best γ (TensorRT-LLM's
+    draft-target examples run draft_len 4-10). bench/uncertainty_bench.py prints the rows within these bounds and
+    scores with them under --gamma-bounds; `recommend` always has its γ."""
+    from dataclasses import replace
+
+    from specops.planner.uncertainty import tau_ceiling
+
+    floors, ceilings = [], []
+    for g in BEST_GAMMA_RANGE:
+        at = replace(row, gamma=g)
+        e, _ = predict_row(at, priors, cat, profiles)
+        floors.append(min(e.speedup / max(1.0, e.tau), e.speedup))
+        ceilings.append(tau_ceiling(prior_of(at, priors, cat), g, e.tau))
+    return min(floors), max(ceilings)
 
 
 def predict_row(row: PublishedRow, priors, cat: Catalogs, profiles=None):

@@ -61,7 +61,7 @@ MAX_BATCH_FACTOR = 4.0
 @dataclass(frozen=True)
 class Query:
     """What a prediction is for: the target's names (catalog id and aliases), the method, the GPU (catalog name),
-    the engine class (serving | harness) and the batch."""
+    the engine class (serving | harness | native: uncertainty.engine_class) and the batch."""
 
     targets: frozenset[str]
     method: str

@@ -9,8 +9,8 @@ residual is r = ln(published / predicted). Rows of one source are one unit: sour
 (:func:`source_key`), and each residual weighs ``rows_of_its_source ** -SOURCE_EXPONENT``, so a paper
 with 20 rows does not outvote 20 single-row sources.
 
-**Strata and pooling.** A prediction is placed in a stratum: engine class (serving engine or paper
-harness), method family (trained head / separate draft model / prompt lookup), target architecture
+**Strata and pooling.** A prediction is placed in a stratum: engine class (serving engine, the HF paper
+harness, or another native runtime: :func:`engine_class`), method family (trained head / separate draft model / prompt lookup), target architecture
 (dense / MoE / hybrid) and batch range (1-2, 3-16, 17+). Its residual distribution is a mixture built
 from the coarsest level down (all rows → engine class → + method family → + architecture → + batch
 range): at each level the stratum's own rows take the share n/(n + POOL_SOURCES) of the weight, n
@@ -20,8 +20,8 @@ sources is mostly its own.
 
 **The difficulty model** (:class:`Difficulty`; locally adaptive, "normalised" conformal): how far off a
 prediction is expected to be depends on what it is, so each residual is written r = μ(x) + σ(x)·z. μ, the bias,
-is a ridge regression of r on a separate-draft-model indicator, the engine class, τ's own spread ln(τ_high/τ) (the acceptance
-model's uncertainty) and the step's share ln(S/τ); σ, the scale, models the mean |r − μ| on the engine class and
+is a ridge regression of r on a separate-draft-model indicator, a serving engine or not, τ's own spread ln(τ_high/τ) (the acceptance
+model's uncertainty) and the step's share ln(S/τ); σ, the scale, models the mean |r − μ| on a serving engine or not and
 whether the row's hardware was known (a row that names no catalog GPU was predicted on a guessed A100). Both are
 fitted on the calibration points only (in the bench: each nested fold's inner residuals), each source's rows
 weighing rows ** -SOURCE_EXPONENT. The strata's mixtures hold the normalised residuals z = (r − μ)/σ.
@@ -62,7 +62,7 @@ from pydantic import Field
 
 from specops.models import Strict
 from specops.planner.difficulty import Difficulty, Where
-from specops.planner.evidence import SERVING_ENGINES
+from specops.planner.evidence import HARNESS_ENGINES, SERVING_ENGINES
 from specops.planner.uncertainty_rows import (  # noqa: F401 - the names the bench, tests and evidence import from here
     HELDOUT_FILE,
     calibration_rows,
@@ -101,7 +101,7 @@ models on TensorRT-LLM, the EAGLE-3 paper's harness rows) were cut off. Measured
 (bench/uncertainty_bench.py --ceiling-z Z, 142 rows): 1.2816 78% coverage at median hi/lo 1.98, lowest
 group of ≥ 10 rows 57%, Brier 0.081, regret 3.81 left / 1.73 slowdown; 1.645 80% at 1.94, 57%, 0.081,
 3.98 / 1.73; 1.96 80% at 1.95, 57%, 0.080, 3.98 / 1.73."""
-MONDRIAN_POOL: float | None = 1.0
+MONDRIAN_POOL: float | None = 3.0
 """Mondrian (group-conditional) calibration (None: off): the range in z is the union of the stratum mixture's
 10th-90th percentile and that of every group the prediction belongs to (GROUPINGS, the groups issue 38's goal
 names), each group's own normalised residuals taking n/(n + MONDRIAN_POOL) of the weight against the stratum's
@@ -113,7 +113,10 @@ batch 1-2: 64% of its rows lie between the floor and the ceiling; method family 
 Brier and regret unchanged (P(gain) and the expected speedup read the stratum mixture, not the union); pool 3
 82% at 2.57 with EAGLE-3 at 75%; pool 0 85% at 2.68. Coverage in every group first (issue 38), so on,
 at the cost of width: the residuals' between-source share (71% of their variance) is what a source not yet
-seen must be covered for."""
+seen must be covered for. Pool 3 since native runtimes are an engine class of their own (2026-12-05, model alone:
+pool 1 84% at 2.53, pool 2 84% at 2.49, pool 3 84% at 2.47 with no group of ≥ 10 rows losing a row against the
+two-class pool 1 it replaced; pool 5 83% at 2.42 and pool 10 83% at 2.35 lose one EAGLE-3 row (80% -> 78%) and
+one HF row; with two classes pool 3 already loses them)."""
 GROUPINGS: dict[str, Callable[[Stratum, str], str]] = {
     "engine class": lambda s, m: s.engine,
     "method family": lambda s, m: s.family,
@@ -133,7 +136,12 @@ NEAR_DEPTH = 3
 # --- strata -----------------------------------------------------------------------------------------
 
 def engine_class(engine: str) -> str:
-    return "serving" if engine in SERVING_ENGINES else "harness"
+    """serving (vLLM, SGLang, TensorRT-LLM), harness (the HF/PyTorch paper harness, `--engine hf`) or native (any
+    other runtime a published row ran on: llama.cpp, MLX, T5X, gpt-fast-style PyTorch). `recommend` never asks about
+    a native runtime, so their rows calibrate their own class and do not set the HF harness's bias and groups."""
+    if engine in SERVING_ENGINES:
+        return "serving"
+    return "harness" if engine in HARNESS_ENGINES else "native"
 
 
 def method_family(method: str) -> str:
@@ -157,7 +165,7 @@ def batch_class(batch: int) -> str:
 
 @dataclass(frozen=True)
 class Stratum:
-    engine: str   # serving | harness
+    engine: str   # serving | harness | native
     family: str   # head | model | lookup
     arch: str     # dense | moe | hybrid
     batch: str    # 1-2 | 3-16 | 17+
@@ -427,7 +435,7 @@ class Uncertainty(Strict):
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
            level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
-           method: str = "", query=None) -> Uncertainty:
+           method: str = "", query=None, bounds: tuple[float, float] | None = None) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): τ's one-sided 95% bound (:func:`tau_ceiling`) - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
@@ -442,7 +450,10 @@ def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalib
     mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
     shown_mu, shown_sigma = mu, sigma
     logs = [mu + sigma * z for z in mix.logs]
-    cap, floor = max(high, speedup), min(speedup / tau, speedup)
+    floor = min(speedup / tau, speedup)
+    if bounds is not None:  # (floor, ceiling) over every γ a source that did not state its γ may have run
+        floor, high = min(floor, bounds[0]), max(high, bounds[1])
+    cap = max(high, speedup)
     z_lo, z_hi, widened = calibration.bounds(stratum, method, level)
     lo_q, hi_q = mu + sigma * z_lo, mu + sigma * z_hi
     runs, model_p, bandwidth = [], None, BANDWIDTH

@@ -186,7 +186,7 @@ def test_community_contributors_on_one_card_are_one_configuration():
     assert (rp.gpu_name("2x RTX 5060 Ti 16GB (tensor split)"), rp.gpu_count("2x RTX 5060 Ti 16GB")) == ("RTX 5060 TI", 2)
     assert rp.gpu_name("8x H200 (TP8)") == "H200" and rp.gpu_name("not stated") == ""
     configs = {c.key: c for c in rp.replications(rp.replication_rows())}
-    rtx5090 = configs[("qwen-3.8-27b", "mtp", "1x RTX 5090", "harness", 1, False)]
+    rtx5090 = configs[("qwen-3.8-27b", "mtp", "1x RTX 5090", "native", 1, False)]  # llama.cpp: a native runtime
     assert len(rtx5090.means) == 9 and all("community table @" in s for s in rtx5090.means)
 
 
