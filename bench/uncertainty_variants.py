@@ -227,49 +227,21 @@ def _not_above_ceiling(p) -> bool:
 def ceiling_section() -> None:
     """How often the acceptance model's held-out errors pass the ceiling's z (uncertainty.CEILING_Z): every chain row
     of playbooks/data/acceptance_2026-12.csv that states γ and τ, predicted with its source held out
-    (acceptance.cross_validate), as z = (logit α0 published − logit α0 predicted) / the logit spread the held-out model
-    states for it; each source's rows weigh rows ** -0.5. A ceiling at τ's one-sided 95% bound should be passed by
-    5% of them; the quantile is what a held-out 95% ceiling would use (measured with --ceiling-z, not shipped)."""
-    from specops.planner.acceptance import fit, load_rows, scorable, solve_gamma
-    from specops.planner.acceptance_fit import MAX_ALPHA, cell_task
+    (acceptance.held_out_logit_z); each source's rows weigh rows ** -0.5. A ceiling at τ's one-sided 95% bound should
+    be passed by 5% of them; the quantile is what CEILING_Z is set from."""
+    from specops.planner.acceptance import held_out_logit_z, weighted_quantile_z, weighted_share_above
     from specops.planner.uncertainty import CEILING_Z
-    from specops.speculation import alpha_from_tau
 
-    def logit(a: float) -> float:
-        a = max(1e-4, min(a, 1 - 1e-4))
-        return math.log(a / (1 - a))
-
-    rows = load_rows()
-    zs: list[tuple[str, str, float]] = []
-    for src in sorted({r.source_id for r in rows}):
-        test = [r for r in rows if r.source_id == src and scorable(r) and r.structure == "chain"]
-        model = fit([r for r in rows if r.source_id != src]) if test else None
-        for r in test:
-            p = model.predict_row(r)
-            if p is None:
-                continue
-            g, d = solve_gamma(r), model.decay_for(r.method, r.task_class).value
-            err = logit(alpha_from_tau(min(r.published_tau(), g + 0.999), g, d, MAX_ALPHA)) - logit(
-                alpha_from_tau(min(p, g + 0.999), g, d, MAX_ALPHA))
-            zs.append((r.method, src, err / model.spread_for(r.method, cell_task(r) or r.task_class)))
+    zs = held_out_logit_z()
     print(f"\n== the ceiling's z against the acceptance model's held-out errors (shipped CEILING_Z {CEILING_Z}) ==")
     for label, keep in (("all methods", lambda m: True), ("draft_model", lambda m: m == "draft_model"),
                         ("all but dflash and mtp", lambda m: m not in ("dflash", "mtp"))):
-        items = [(s, z) for m, s, z in zs if keep(m)]
-        count: dict[str, int] = {}
-        for s, _ in items:
-            count[s] = count.get(s, 0) + 1
-        weighted = sorted((z, count[s] ** -0.5) for s, z in items)
-        total = sum(w for _, w in weighted)
-        above = sum(w for z, w in weighted if z > CEILING_Z) / total
-        acc, q95 = 0.0, weighted[-1][0]
-        for z, w in weighted:
-            acc += w
-            if acc >= 0.95 * total:
-                q95 = z
-                break
-        print(f"   {label:<24} {len(items):>3} rows, {len(count):>2} sources: above z {CEILING_Z} {100 * above:.0f}% "
-              f"(weighted); held-out one-sided 95% quantile of z {q95:.2f}")
+        items = [x for x in zs if keep(x[0])]
+        sources = len({s for _, s, _ in items})
+        print(f"   {label:<24} {len(items):>3} rows, {sources:>2} sources: above z {CEILING_Z} "
+              f"{100 * weighted_share_above(items, CEILING_Z):.0f}% (weighted), above 1.645 "
+              f"{100 * weighted_share_above(items, 1.645):.0f}%; held-out one-sided 95% quantile of z "
+              f"{weighted_quantile_z(items, 0.95):.2f}")
 
 
 PICK_MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-8B",

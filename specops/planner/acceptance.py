@@ -300,3 +300,55 @@ def estimate_prior(model: AcceptanceModel, method: str, *, task: str, temperatur
         return None
     levels = est.cumulative(TREE_LEVELS) if est.branching != 1.0 else None
     return AcceptancePrior(est.alpha0, est.decay, est.source_text(use) + borrowed, levels, est)
+
+
+def held_out_logit_z(rows: Sequence[AcceptanceRow] | None = None) -> list[tuple[str, str, float]]:
+    """(method, source, z) of every chain row that states γ and τ, predicted with its source held out: z is the
+    published α0's logit minus the held-out prediction's, over the logit spread the held-out model states for that
+    row - how many of its own spreads the acceptance model is off on a source it never saw. The ceiling of a speedup
+    range (uncertainty.CEILING_Z, τ's one-sided 95% bound) is set from their source-weighted 95% quantile."""
+    from specops.planner.acceptance_fit import MAX_ALPHA
+
+    def logit(a: float) -> float:
+        a = max(1e-4, min(a, 1 - 1e-4))
+        return math.log(a / (1 - a))
+
+    rows = list(rows) if rows is not None else load_rows()
+    out: list[tuple[str, str, float]] = []
+    for src in sorted({r.source_id for r in rows}):
+        test = [r for r in rows if r.source_id == src and scorable(r) and r.structure == "chain"]
+        if not test:
+            continue
+        model = fit([r for r in rows if r.source_id != src])
+        for r in test:
+            p = model.predict_row(r)
+            if p is None:
+                continue
+            g, d = solve_gamma(r), model.decay_for(r.method, r.task_class).value
+            err = logit(alpha_from_tau(min(r.published_tau(), g + 0.999), g, d, MAX_ALPHA)) - logit(
+                alpha_from_tau(min(p, g + 0.999), g, d, MAX_ALPHA))
+            out.append((r.method, src, err / model.spread_for(r.method, cell_task(r) or r.task_class)))
+    return out
+
+
+def weighted_share_above(zs: Sequence[tuple[str, str, float]], z: float) -> float:
+    """Share of ``zs`` above ``z``, each source's rows weighing rows ** -0.5 (as the ranges' residuals do)."""
+    count: dict[str, int] = {}
+    for _, s, _ in zs:
+        count[s] = count.get(s, 0) + 1
+    total = sum(count[s] ** -0.5 for _, s, _ in zs)
+    return sum(count[s] ** -0.5 for _, s, v in zs if v > z) / total
+
+
+def weighted_quantile_z(zs: Sequence[tuple[str, str, float]], q: float) -> float:
+    """The source-weighted ``q`` quantile of ``zs`` (weights as :func:`weighted_share_above`)."""
+    count: dict[str, int] = {}
+    for _, s, _ in zs:
+        count[s] = count.get(s, 0) + 1
+    ranked = sorted((v, count[s] ** -0.5) for _, s, v in zs)
+    total, acc = sum(w for _, w in ranked), 0.0
+    for v, w in ranked:
+        acc += w
+        if acc >= q * total:
+            return v
+    return ranked[-1][0]
