@@ -121,6 +121,9 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
     "in the path": (0, r"MoE regime expert-saturated", None),
     "specops recommend --model Qwen/Qwen3.5-9B --gpu H100   # hybrid: recurrent state, MTP with "
     "--no-enable-prefix-caching": (0, r"--no-enable-prefix-caching", None),
+    "specops recommend --model Qwen/Qwen3.5-27B --gpu H100 --context-len 32768 --explain   # 48 GDN layers: 64 KiB of KV "
+    "per token": (0, r"KV is 64\s+KiB per\s+token[\s\S]*launch: vllm serve Qwen/Qwen3\.5-27B .*--no-enable-prefix-caching",
+                  None),
     "specops tune --list                 # the calibrations this installation has: none in a fresh SPECOPS_HOME":
         (0, r"calibrations \(newest revision\)", None),
     "specops recommend --model tests/assets/tiny-models/target-v1 --gpu cpu --task code --batch-size 4 --context-len 64 "

@@ -50,7 +50,7 @@ def test_an_estimate_from_sizes_has_an_unknown_architecture(catalogs):
 
 
 HYBRID_FAMILIES = ("qwen3-next", "qwen3.5", "qwen3.6", "jamba", "nemotron-h", "falcon-h1", "granite-4.0-h", "zamba",
-                   "mamba", "bamba", "plamo-2", "lfm2", "minimax-m1")
+                   "mamba", "bamba", "plamo-2", "lfm2", "minimax-m1", "nvidia-nemotron-nano")
 
 
 def test_every_hybrid_family_in_the_catalog_says_so(catalogs):
