@@ -411,6 +411,8 @@ class Uncertainty(Strict):
                                        "published runs moved it (null: no run was near).")
     published_checked: bool = Field(False, description="Whether published runs of this configuration were looked "
                                     "for (false: the range of a bare point prediction, with no configuration).")
+    note: str = Field("", description="Why this candidate carries this range when it is not the usual one (a measured "
+                      "prediction whose calibration has too few residuals for a range of its own); empty otherwise.")
 
     # names the plan and the old evidence object shared
     @property
@@ -432,7 +434,7 @@ class Uncertainty(Strict):
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         widened = f"; widened by {self.widened_by}" if self.widened_by else ""
         pub = self.published_text()
-        return ((pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
+        return ((self.note + ": " if self.note else "") + (pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
                 f"published rows{fit}: {self.rows} rows ({self.sources} sources) of {self.stratum} weigh "
                 f"{self.own_weight:.0%}{widened}; bounds {ceiling}, floor {self.floor:.2f}x{near}")
@@ -543,7 +545,7 @@ def _default_points() -> list[ResidualPoint]:
 
 @dataclass(frozen=True)
 class Judged:
-    """A candidate with its uncertainty (None: no range applies - a measured model or no speculation)."""
+    """A candidate with its uncertainty (None: no range applies - no speculation)."""
 
     candidate: object
     speedup: float
