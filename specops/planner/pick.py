@@ -43,7 +43,8 @@ def evidence_for(ctx: Context, e: Evaluation):
                       engine=stratum.engine, batch=e.effective_batch, task=ctx.request.task)
     # a measured τ comes from the engine's counters: the ceiling is τ itself, not the acceptance model's spread
     tau_high = e.tau if measured else unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau)
-    u = unc.assess(e.speedup, e.tau, stratum, ctx.residuals, tau_high=tau_high, method=e.method, query=query)
+    u = unc.assess(e.speedup, e.tau, stratum, ctx.residuals, tau_high=tau_high, method=e.method, query=query,
+                   roofline_bias=not measured)  # the roofline's bias on published rows is not a measured model's
     return u.model_copy(update={"note": note}) if note else u
 
 

@@ -442,19 +442,22 @@ class Uncertainty(Strict):
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
            level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
-           method: str = "", query=None, bounds: tuple[float, float] | None = None) -> Uncertainty:
+           method: str = "", query=None, bounds: tuple[float, float] | None = None,
+           roofline_bias: bool = True) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): τ's one-sided 95% bound (:func:`tau_ceiling`) - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
     the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S).
     The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture).
     ``query`` (:class:`specops.planner.published_runs.Query`): the configuration itself; the calibration's published
-    runs near it update the distribution (:func:`specops.planner.published_runs.update`) before the physics bounds."""
+    runs near it update the distribution (:func:`specops.planner.published_runs.update`) before the physics bounds.
+    ``roofline_bias`` False: μ is 0 - the point is not the roofline's (a measured model's speedup), so the roofline's
+    bias on published rows does not apply to it; σ and the residuals' shape still do."""
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
     where = Where(stratum, speedup, tau, high, hardware_known, method, calibration.density(stratum))
-    mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
+    mu, sigma = calibration.difficulty.mu(where) if roofline_bias else 0.0, calibration.difficulty.sigma(where)
     shown_mu, shown_sigma = mu, sigma
     logs = [mu + sigma * z for z in mix.logs]
     floor = min(speedup / tau, speedup)
