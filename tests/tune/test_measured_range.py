@@ -251,3 +251,17 @@ def test_a_batch_outside_the_measured_concurrencies_gets_the_published_range_and
     assert b > 4 and outside.predicted.evidence.startswith(f"batch {b} is outside the concurrencies calibration c14 "
                                                            "measured (1, 4)")
     assert outside.predicted.speedup_low == pub.predicted.speedup_low and outside.predicted.p_gain is not None
+
+
+def test_a_measured_point_on_the_published_range_takes_its_spread_not_the_rooflines_bias():
+    """The published fallback for a measured candidate: the difficulty model's μ is the roofline's bias on published
+    rows (separate draft models ran above it), which says nothing of a calibration's own point; its spread does."""
+    from specops.planner.uncertainty import assess, default_calibration, stratum_of
+
+    cal = default_calibration()
+    s = stratum_of(engine="vllm", method="draft_model", kind="dense", moe=False, batch=8)
+    roofline = assess(1.4, 2.5, s, cal, method="draft_model")
+    measured = assess(1.4, 2.5, s, cal, method="draft_model", roofline_bias=False)
+    assert roofline.bias > 0.1 and measured.bias == 0.0
+    assert measured.expected_speedup < roofline.expected_speedup and measured.p_gain <= roofline.p_gain
+    assert measured.scale == pytest.approx(roofline.scale)
