@@ -11,12 +11,27 @@ from specops.planner.types import DecisionStep
 
 
 def evidence_for(ctx: Context, e: Evaluation):
-    """The :class:`~specops.planner.uncertainty.Uncertainty` of ``e``'s speedup (None for no speculation,
-    or when a measured model, not the roofline, predicted it)."""
-    if e.method == "none" or (ctx.measured is not None and e.method in ctx.measured.drafts()):
+    """The :class:`~specops.planner.uncertainty.Uncertainty` of ``e``'s speedup (None for no speculation). A
+    candidate a measured model predicted gets the range of that model's own leave-one-configuration-out residuals
+    (:mod:`specops.planner.measured_range`); with too few of them, or at a batch outside the concurrencies it
+    measured, the published-evidence range an unmeasured candidate gets, for the measured speedup and τ, with a
+    note saying so."""
+    if e.method == "none":
         return None
     from specops.planner import uncertainty as unc
 
+    measured = ctx.measured is not None and e.method in ctx.measured.drafts()
+    own, note = None, ""
+    if measured:
+        from specops.planner.measured_range import assess_measured, fallback_note, within
+
+        residuals = getattr(ctx.measured, "range_residuals", None)
+        residuals = residuals() if residuals is not None else None
+        if residuals is not None and within(residuals, e.effective_batch):
+            own = assess_measured(e.speedup, e.tau, residuals, batch=e.effective_batch)
+        if own is not None:
+            return own
+        note = fallback_note(residuals, ctx.measured.label, batch=e.effective_batch)
     if not isinstance(ctx.residuals, unc.RangeCalibration):
         ctx.residuals = (unc.default_calibration() if ctx.residuals is None
                          else unc.RangeCalibration(unc.points_from(ctx.residuals)))
@@ -26,19 +41,24 @@ def evidence_for(ctx: Context, e: Evaluation):
 
     query = query_for(names=[ctx.model.id, *ctx.model.names], method=e.method, gpu=ctx.gpu.name,
                       engine=stratum.engine, batch=e.effective_batch, task=ctx.request.task)
-    return unc.assess(e.speedup, e.tau, stratum, ctx.residuals,
-                      tau_high=unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau), method=e.method, query=query)
+    # a measured τ comes from the engine's counters: the ceiling is τ itself, not the acceptance model's spread
+    tau_high = e.tau if measured else unc.tau_ceiling(prior_for(ctx, e.method), e.gamma, e.tau)
+    u = unc.assess(e.speedup, e.tau, stratum, ctx.residuals, tau_high=tau_high, method=e.method, query=query,
+                   roofline_bias=not measured)  # the roofline's bias on published rows is not a measured model's
+    return u.model_copy(update={"note": note}) if note else u
 
 
 def _judged_line(e: Evaluation, ev) -> str:
     if ev is None:
-        return f"{e.method} γ={e.gamma} {e.speedup:.2f}x (measured)"
+        return f"{e.method} γ={e.gamma} {e.speedup:.2f}x (no range)"
     return (f"{e.method} γ={e.gamma} {e.speedup:.2f}x: P(gain) {ev.p_gain:.2f}, expected {ev.expected_speedup:.2f}x, "
             f"{ev.level:.0%} range {ev.speedup_low:.2f}-{ev.speedup_high:.2f}x, {ev.published_text()}")
 
 
 def _warn_far(ctx: Context, chosen: Evaluation, ev) -> None:
-    if ev is not None and not ev.near:
+    if ev is not None and ev.note:  # a measured candidate on the published range: say why, not "measure it"
+        ctx.warn(f"{chosen.method}: {ev.note}", about=chosen.method)
+    elif ev is not None and not ev.near:
         ctx.warn(f"no published row is near {chosen.method} at batch {chosen.effective_batch} on {ctx.gpu.name}"
                  f"{' (MoE)' if ctx.model.is_moe else ''}: the predicted {chosen.speedup:.2f}x extrapolates "
                  f"({ev.line()}); measure it (specops bench, specops tune) before relying on it", about=chosen.method)
@@ -62,8 +82,7 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         ev = ctx.evidence = evidence_for(ctx, chosen)
         _warn_far(ctx, chosen, ev)
         if ev is None:
-            what = "no speculation: nothing to qualify" if chosen.method == "none" else "predicted by a measured model"
-            return DecisionStep(rule=rule.id, input=chosen.method, outcome=what)
+            return DecisionStep(rule=rule.id, input=chosen.method, outcome="no speculation: nothing to qualify")
         if not unc.eligible(unc.Judged(chosen, chosen.speedup, ev), min_p):
             ctx.warn(f"{chosen.method} may be slower than no speculation: P(gain) {ev.p_gain:.2f} (below {min_p:.2f}), "
                      f"expected {ev.expected_speedup:.2f}x ({ev.line()}); kept because {why}", about=chosen.method)
@@ -106,5 +125,5 @@ def check_evidence(ctx: Context, rule: TreeRule) -> DecisionStep:
         why = "is not a candidate here" if pj is None else \
             f"expects less: {pj.expected:.2f}x" if rep in ok else f"does not qualify: P(gain) {pj.p_gain:.2f}"
         over = f" over the best by point, {picked.method} γ={picked.gamma} {picked.speedup:.2f}x, which {why}"
-    what = f"keep {ctx.chosen.method} γ={ctx.chosen.gamma}" + ("" if ev else " (measured)")
+    what = f"keep {ctx.chosen.method} γ={ctx.chosen.gamma}"
     return DecisionStep(rule=rule.id, input=inp, outcome=f"{what}{over}{refusal}" + (f"; {ev.line()}" if ev else ""))

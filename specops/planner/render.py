@@ -73,7 +73,7 @@ def expert_parallel_args(req) -> list[str]:
 def _no_range(ctx: Context, e: Evaluation) -> str:
     if e.method == "none":
         return "no speculation: the baseline itself (speedup 1 by definition)"
-    return f"{ctx.measured.label}: measured on this hardware (no published range applies)"
+    return "no range was evaluated for this candidate (the decision tree has no evidence step)"
 
 
 def _ranged(ev) -> dict:

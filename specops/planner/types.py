@@ -175,7 +175,10 @@ class MeasuredPrediction(_Strict):
 @runtime_checkable
 class MeasuredModel(Protocol):
     """A performance model fitted on the user's own engine (``specops tune``): when given to
-    ``recommend(measured=...)`` it ranks the configurations it measured instead of the roofline."""
+    ``recommend(measured=...)`` it ranks the configurations it measured instead of the roofline. Optionally
+    ``range_residuals() -> specops.planner.measured_range.MeasuredResiduals``: its own held-out errors, which give
+    its predictions their range, P(gain) and expected speedup; without it (or with too few), they get the
+    published-evidence range, with a note."""
 
     label: str  # e.g. "calibration tiny-cpu@2 (132 points)"
 
@@ -292,7 +295,8 @@ class Predicted(_Strict):
         "(same step-time model; null without speculation).")
     speedup_low: float | None = Field(None, description="Lower end of the speedup's range (nominal range_level), "
                                       "from out-of-source errors on published rows, never below the all-rejected "
-                                      "speedup (null: no speculation, or a measured model).")
+                                      "speedup; for a prediction of a `specops tune` calibration, from its "
+                                      "leave-one-configuration-out residuals (null: no speculation).")
     speedup_high: float | None = Field(None, description="Upper end of that range, never above τ's one-sided 95% upper "
                                        "bound (above acceptance.mean_acceptance_length_high; τ where none is stated).")
     range_level: float | None = Field(None, description="Nominal coverage of [speedup_low, speedup_high] (0.8).")
@@ -305,7 +309,8 @@ class Predicted(_Strict):
     evidence_rows: list[str] | None = Field(None, description="Published runs of (nearly) this configuration that "
                                             "moved p_gain, expected_speedup and the range toward them (method, "
                                             "speedup, batch, GPU, source); empty: none is near, the figures are the "
-                                            "model's alone; null: no range (no speculation, a measured model).")
+                                            "model's alone (or a `specops tune` calibration's own); null: no range "
+                                            "(no speculation).")
     gamma_curve: list[GammaPoint] | None = Field(None, description="Every γ the cost model scored for the chosen "
                                                  "method at this batch (null without speculation).")
     acceptance: AcceptanceEvidence | None = Field(None, description="The acceptance model's cell, rows and spread "

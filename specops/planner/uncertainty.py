@@ -411,6 +411,8 @@ class Uncertainty(Strict):
                                        "published runs moved it (null: no run was near).")
     published_checked: bool = Field(False, description="Whether published runs of this configuration were looked "
                                     "for (false: the range of a bare point prediction, with no configuration).")
+    note: str = Field("", description="Why this candidate carries this range when it is not the usual one (a measured "
+                      "prediction whose calibration has too few residuals for a range of its own); empty otherwise.")
 
     # names the plan and the old evidence object shared
     @property
@@ -432,7 +434,7 @@ class Uncertainty(Strict):
                f"; such predictions ran {self.bias:+.2f} ln (σ {self.scale:.2f})")
         widened = f"; widened by {self.widened_by}" if self.widened_by else ""
         pub = self.published_text()
-        return ((pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
+        return ((self.note + ": " if self.note else "") + (pub + "; " if pub else "") + f"{self.level:.0%} range {self.speedup_low:.2f}x-{self.speedup_high:.2f}x, "
                 f"P(gain) {self.p_gain:.2f}, expected {self.expected_speedup:.2f}x, from held-out errors on "
                 f"published rows{fit}: {self.rows} rows ({self.sources} sources) of {self.stratum} weigh "
                 f"{self.own_weight:.0%}{widened}; bounds {ceiling}, floor {self.floor:.2f}x{near}")
@@ -440,19 +442,22 @@ class Uncertainty(Strict):
 
 def assess(speedup: float, tau: float, stratum: Stratum, calibration: RangeCalibration, *,
            level: float = LEVEL, tau_high: float | None = None, hardware_known: bool = True,
-           method: str = "", query=None, bounds: tuple[float, float] | None = None) -> Uncertainty:
+           method: str = "", query=None, bounds: tuple[float, float] | None = None,
+           roofline_bias: bool = True) -> Uncertainty:
     """The range, P(gain) and expected speedup of a point prediction ``speedup`` with ``tau`` tokens per
     verification step, in ``stratum``. ``tau_high`` (default ``tau``): τ's one-sided 95% bound (:func:`tau_ceiling`) - the
     ceiling, as a speedup is bounded by the *true* τ, which can exceed the predicted one (:func:`tau_ceiling`);
     the floor S/τ stays at the predicted τ (the step's cost relative to a plain step is the model's τ/S).
     The residual is μ + σ·z (:class:`Difficulty`: μ and σ of this prediction, z from the stratum's mixture).
     ``query`` (:class:`specops.planner.published_runs.Query`): the configuration itself; the calibration's published
-    runs near it update the distribution (:func:`specops.planner.published_runs.update`) before the physics bounds."""
+    runs near it update the distribution (:func:`specops.planner.published_runs.update`) before the physics bounds.
+    ``roofline_bias`` False: μ is 0 - the point is not the roofline's (a measured model's speedup), so the roofline's
+    bias on published rows does not apply to it; σ and the residuals' shape still do."""
     mix = calibration.mixture(stratum)
     tau = max(1.0, tau)
     high = max(tau, tau_high or tau)
     where = Where(stratum, speedup, tau, high, hardware_known, method, calibration.density(stratum))
-    mu, sigma = calibration.difficulty.mu(where), calibration.difficulty.sigma(where)
+    mu, sigma = calibration.difficulty.mu(where) if roofline_bias else 0.0, calibration.difficulty.sigma(where)
     shown_mu, shown_sigma = mu, sigma
     logs = [mu + sigma * z for z in mix.logs]
     floor = min(speedup / tau, speedup)
@@ -543,7 +548,7 @@ def _default_points() -> list[ResidualPoint]:
 
 @dataclass(frozen=True)
 class Judged:
-    """A candidate with its uncertainty (None: no range applies - a measured model or no speculation)."""
+    """A candidate with its uncertainty (None: no range applies - no speculation)."""
 
     candidate: object
     speedup: float

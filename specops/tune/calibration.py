@@ -152,7 +152,8 @@ def predict_with(cal: TuneCalibration, config: EngineConfig, concurrency: int) -
 
 class FittedModel:
     """A calibration as ``specops.planner.recommend(measured=...)`` takes it: the exact fitted predictor
-    (:func:`predict_with`) for the methods and γ values the tune run measured."""
+    (:func:`predict_with`) for the methods and γ values the tune run measured, and its leave-one-configuration-out
+    residuals (:meth:`range_residuals`) for the predictions' range."""
 
     def __init__(self, cal: TuneCalibration) -> None:
         self.cal = cal
@@ -170,9 +171,19 @@ class FittedModel:
             self._gammas[m].sort()
             if find_acceptance(cal.acceptance, EngineConfig(method=m, gamma=1)) is None:
                 self._drafts.pop(m, None)  # measured, but no counters: cannot be predicted
+        self._residuals = None
 
     def drafts(self) -> dict[str, str | None]:
         return dict(self._drafts)
+
+    def range_residuals(self):
+        """The calibration's leave-one-configuration-out residuals (:func:`specops.tune.residuals.measured_residuals`),
+        computed once: what its predictions' range, P(gain) and expected speedup rest on."""
+        if self._residuals is None:
+            from specops.tune.residuals import measured_residuals
+
+            self._residuals = measured_residuals(self.cal)
+        return self._residuals
 
     def gammas(self, method: str) -> list[int]:
         return list(self._gammas.get(method, []))

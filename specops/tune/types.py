@@ -211,6 +211,19 @@ class HeldOut(_Strict):
     error_pct: float = Field(description="(pred − measured) / measured × 100.")
 
 
+class LocoResidual(_Strict):
+    """One speculative configuration at one concurrency, predicted by the calibration refitted without that
+    configuration's points (specops.tune.residuals): what its range rests on."""
+
+    config: EngineConfig
+    concurrency: int
+    measured_speedup: float = Field(description="Median tokens/s over its repeats ÷ the baseline's at this concurrency.")
+    predicted_speedup: float = Field(description="The refit's tokens/s of it ÷ the refit's baseline tokens/s.")
+    log_ratio: float = Field(description="ln(measured_speedup / predicted_speedup).")
+    baseline: Literal["measured", "fitted"] = Field(description="fitted: the baseline was not measured at this "
+                                                    "concurrency, so the refit's baseline divides the measured tokens/s.")
+
+
 class TuneReport(_Strict):
     run_id: str
     calibration: str | None

@@ -111,3 +111,25 @@ def test_a_measured_draft_becomes_a_candidate_and_its_gammas_are_the_measured_on
     assert plan.method == "draft_model" and plan.draft == "/models/draft"
     assert plan.num_speculative_tokens in (2, 5)
     assert any("/models/draft (measured, calibration drafts@1" in s.outcome for s in plan.decision_path)
+
+
+def test_json_of_a_calibrated_plan_carries_the_calibrations_own_range(cli):
+    """`recommend --calibration NAME -o json`: the measured pick and its measured alternatives carry a range, P(gain)
+    and expected speedup from the calibration's 20 leave-one-configuration-out residuals (10 configurations × 2
+    concurrencies), inside the physics bounds; the evidence says where they come from."""
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    save_calibration(_fitted("cli-range", model))
+    r = cli("recommend", "--model", model, "--gpu", "cpu", "--task", "code", "--batch-size", "4",
+            "--calibration", "cli-range", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    p = plan["predicted"]
+    assert plan["method"] in ("ngram", "draft_model") and p["range_level"] == 0.8
+    assert p["speedup_low"] <= p["speedup"] <= p["speedup_high"] <= p["mean_acceptance_length"]
+    assert p["range_width"] == pytest.approx(p["speedup_high"] / p["speedup_low"], abs=0.01)
+    assert 0.8 <= p["p_gain"] <= 20 / 21 and p["expected_speedup"] > 1
+    assert "from 20 leave-one-configuration-out residuals of calibration cli-range@1 (10 configurations" in p["evidence"]
+    assert "the 2nd and 19th of 20 sorted" in p["evidence"]
+    measured = [a for a in plan["alternatives"] if a["method"] != "none"]
+    assert measured and all(a["p_gain"] is not None and a["speedup_low"] <= a["speedup"] <= a["speedup_high"]
+                            for a in measured)
