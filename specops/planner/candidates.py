@@ -83,10 +83,11 @@ def _typical_draft(ctx: Context, method: str) -> DraftSpec:
 
 
 def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
-    if ref.method in ("draft_model",):
+    if ref.method in ("draft_model", "dflash"):  # a model of its own: priced by its architecture
         arch = ctx.catalogs.catalog_model(ref.id)
-        if arch is None:
-            size = ref.params_b or max(0.1, ctx.model.params_b / 16)
+        if arch is None:  # a size as the typical draft's (a DFlash block: a head of the target's size)
+            size = ref.params_b or (max(0.1, ctx.model.params_b / 16) if ref.method == "draft_model"
+                                    else head_params(ctx.model, ref.method) / 1e9)
             arch = generic_model(ref.id, size)
         return DraftSpec(ref.method, ref.id, arch.params_b, model=arch)
     params = ref.params_b or head_params(ctx.model, ref.method) / 1e9
