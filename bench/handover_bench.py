@@ -15,6 +15,13 @@ range); median hi/lo; P(gain) > 0.5 where the published speedup is above 1, and 
 median published / predicted. Split by the row's engine_class: the args carry no --engine, so SGLang and
 TensorRT-LLM rows are predicted with vLLM's profile, and the ratio says how far that carries.
 
+Figures (2026-12, 24 rows with a speedup), before -> after "predicted, not launched" (docs/recommend.md):
+  shipped: predicted 20 -> 24, coverage 15 of 20 -> 19 of 24, median hi/lo 1.76 -> 1.76
+  nested:  predicted 20 -> 24, coverage 14 of 20 -> 16 of 24, median hi/lo 2.32 -> 2.29
+  (the four new rows nested: TRT-MTP-DSR1-FP4 and SGL-EAGLE2-Llama2-7B inside, SPX-DSpark-27B-N1/N64 above their
+  ranges: 3.41x and 1.23x predicted against 2.85x and 1.16x). vLLM's profile on the other engines' rows, nested: median
+  published/predicted 0.54 on SGLang's 3 (the model over-predicts them), 1.25 on TensorRT-LLM's 7 (under-predicts).
+
 Run: .venv/bin/python bench/handover_bench.py [--shipped-only]
 """
 
