@@ -72,6 +72,11 @@ class ConfigFileError(InputError):
         self.line = line
 
 
+class CheckpointMissing(InputError):
+    """--quantization needs a pre-quantized checkpoint specops does not know. `recommend` still predicts at that
+    precision and withholds the launch (specops.planner.recommend.resolve); other callers get the refusal."""
+
+
 class CapabilityError(InputError):
     """The chosen vLLM version lacks a method, flag or KV dtype."""
 

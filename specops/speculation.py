@@ -82,6 +82,10 @@ Method = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "df
 
 PLANNED: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.modelled)
 DRAFT_WEIGHT_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.draft_weights)
+TRAINED_HEAD_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values()
+                                              if m.modelled and m.draft_weights and m.hidden_states)
+"""Modelled methods whose draft reads the target's hidden states (EAGLE/EAGLE-3/Medusa heads, DFlash blocks): trained
+for one target; the acceptance model gives each a method level that stands without a named draft."""
 SCHEDULE_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.schedule_on_v1)
 PROMPT_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.drafting == "lookup")
 """Drafts by looking up the prompt/output (no model); the draft length varies step by step."""

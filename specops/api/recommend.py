@@ -101,8 +101,8 @@ def refuse_unmodelled(method: str) -> None:
 
 
 def precheck(request: RecommendRequest) -> None:
-    """The checks that need only the catalogs (released vLLM version, GPU and model names, --quantization's
-    checkpoint, tensor-parallel size), before the planner and what this installation learned are loaded:
+    """The checks that need only the catalogs (released vLLM version, GPU and model names, --quantization against
+    the checkpoint, tensor-parallel size), before the planner and what this installation learned are loaded:
     a mistyped name costs little."""
     from specops.capabilities import released_version
     from specops.planner.catalog import load_catalogs
@@ -118,10 +118,15 @@ def precheck(request: RecommendRequest) -> None:
             raise CapabilityError(f"--parallel-drafting: speculative_config key parallel_drafting does not exist in "
                                   f"vLLM {format_version(version)} (it exists in {row.span()})",
                                   "use --vllm-version 0.16.0 or later, or drop --parallel-drafting")
+    from specops.errors import CheckpointMissing
+
     cat = load_catalogs()
     cat.gpu(request.gpu)
-    model = cat.model(request.model, params_b=request.params_b, quantization=request.quantization,
-                      active_params_b=request.active_params_b)
+    try:
+        model = cat.model(request.model, params_b=request.params_b, quantization=request.quantization,
+                          active_params_b=request.active_params_b)
+    except CheckpointMissing:  # predicted at that precision, the launch withheld (planner.recommend.resolve)
+        model = cat.model(request.model, params_b=request.params_b, active_params_b=request.active_params_b)
     from specops.planner.recommend import check_tensor_parallel
 
     check_tensor_parallel(model, request.gpus)

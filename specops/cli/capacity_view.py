@@ -63,7 +63,11 @@ def print_capacity(cap) -> None:
         _line(out, "note: " + n, indent=2)
     import shlex
 
-    _line(out, "launch (each replica): " + shlex.join(p.vllm.argv))
+    if p.vllm.withheld:
+        for w in p.vllm.withheld:
+            _line(out, "launch (each replica): withheld: " + w.line())
+    else:
+        _line(out, "launch (each replica): " + shlex.join(p.vllm.argv))
 
 
 def run_capacity(values: dict, gpus_available, tpot_slo, ttft_slo, keda: bool, fmt: str, name, sweep,

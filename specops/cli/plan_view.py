@@ -124,7 +124,11 @@ def print_plan(plan, explain: bool = False) -> None:
         _line(out, "warning: " + w)
     if plan.vllm.setup:
         _line(out, f"{plan.vllm.nodes} nodes: {plan.vllm.setup}")
-    out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True, markup=False, highlight=False)  # [ngram] is argv
+    if plan.vllm.withheld:  # an artifact the configuration needs is missing: what, and how to supply it
+        for w in plan.vllm.withheld:
+            _line(out, "launch: withheld: " + w.line())
+    else:
+        out.print("launch: " + shlex.join(plan.vllm.argv), soft_wrap=True, markup=False, highlight=False)  # [ngram]
     if not explain:
         _line(out, f"(the whole decision path, {len(plan.decision_path)} rules: add --explain)")
 

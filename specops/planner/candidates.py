@@ -83,10 +83,11 @@ def _typical_draft(ctx: Context, method: str) -> DraftSpec:
 
 
 def _spec_from_ref(ctx: Context, ref: DraftRef) -> DraftSpec:
-    if ref.method in ("draft_model",):
+    if ref.method in ("draft_model", "dflash"):  # a model of its own: priced by its architecture
         arch = ctx.catalogs.catalog_model(ref.id)
-        if arch is None:
-            size = ref.params_b or max(0.1, ctx.model.params_b / 16)
+        if arch is None:  # a size as the typical draft's (a DFlash block: a head of the target's size)
+            size = ref.params_b or (max(0.1, ctx.model.params_b / 16) if ref.method == "draft_model"
+                                    else head_params(ctx.model, ref.method) / 1e9)
             arch = generic_model(ref.id, size)
         return DraftSpec(ref.method, ref.id, arch.params_b, model=arch)
     params = ref.params_b or head_params(ctx.model, ref.method) / 1e9
@@ -114,7 +115,7 @@ def _draft_served(ref: DraftRef, vllm_version: str) -> bool:
 
 
 def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
-    req, found, missing = ctx.request, [], []
+    req, found, missing, typical = ctx.request, [], [], []
     if req.draft:
         ref = draft_from_name(req.draft, ctx.model, ctx.catalogs)
         if not _draft_served(ref, req.vllm_version):
@@ -154,14 +155,24 @@ def check_drafts(ctx: Context, rule: TreeRule) -> DecisionStep:
         if req.method == m:
             from specops.planner.servable import refuse_unservable
 
-            refuse_unservable(ctx, m)  # no MTP layers / no draft: refused with what works
+            lacking = refuse_unservable(ctx, m)  # no MTP layers / no draft: refused with what works
             ctx.drafts[m] = _typical_draft(ctx, m)
-            ctx.warn(f"specops does not know {ctx.model.id}'s MTP layers ({ctx.model.source}): predicted with a typical "
-                     f"{ctx.drafts[m].params_b:.2f}B module; check that its config.json has num_nextn_predict_layers")
+            size = ctx.drafts[m].params_b
+            if lacking is None:
+                ctx.warn(f"specops does not know {ctx.model.id}'s MTP layers ({ctx.model.source}): predicted with a "
+                         f"typical {size:.2f}B module; check that its config.json has num_nextn_predict_layers")
+                continue
+            ctx.withhold(lacking, f"specops does not know {ctx.model.id} and no {m} draft is given: predicted with a "
+                         f"typical {m} draft ({size:.2f}B; the acceptance model's {m} level, no draft-specific effect), "
+                         f"and no launch is rendered. To fix: {lacking.fix}")
+            typical.append(f"{m}: a typical {size:.2f}B draft predicts (none known for {ctx.model.id}; the launch "
+                           "is withheld until --draft names one)")
         else:
             ctx.constraints.forbidden.setdefault(m, rule.id)
             missing.append(m)
     outcome = ("known: " + "; ".join(found)) if found else "no trained drafts known"
+    if typical:
+        outcome += "; " + "; ".join(typical)
     if missing:
         outcome += f"; not considered (no known draft): {', '.join(m for m in missing if m != 'mtp')}"
         if "mtp" in missing:

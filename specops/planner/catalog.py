@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from specops.errors import InputError, NotFoundError, unknown
+from specops.errors import CheckpointMissing, InputError, NotFoundError, unknown
 from specops.models import Strict
 from specops.planner.names import gpu_key, gpu_keys, refuse_gpu
 from specops.planner.types import GPU, DraftRef, ModelSpec
@@ -158,10 +158,20 @@ def quantized(spec: ModelSpec, quantization: str, *, known: bool) -> ModelSpec:
         return spec.model_copy(update={"weight_bits": bits, "quantization": q})
     what = "the catalog knows no" if known else "its name or config.json shows no"
     art = "an" if q[0] in "aeiou" else "a"  # "an awq", "an int8"; "a gptq", "a nvfp4"
-    raise InputError(f"--quantization {q} needs {art} {q} checkpoint, and {what} {q} checkpoint of {spec.id}",
-                     f"point --model at {art} {q} checkpoint (a local folder with its quantization_config, or a hub id "
-                     f"naming it with --params-b {spec.params_b:g}), or use --quantization fp8 (vLLM quantizes "
-                     "16-bit weights on the fly)")
+    sizes = f"--params-b {spec.params_b:g}" + (f" --active-params-b {spec.active_b:g}" if spec.is_moe else "")
+    other = ("use --quantization fp8 (vLLM quantizes 16-bit weights on the fly)" if spec.weight_bits > 8.5 else
+             f"drop --quantization ({spec.id} ships {spec.weight_bits:g}-bit weights)")
+    raise CheckpointMissing(f"--quantization {q} needs {art} {q} checkpoint, and {what} {q} checkpoint of {spec.id}",
+                            f"point --model at {art} {q} checkpoint (a local folder with its quantization_config, or a "
+                            f"hub id naming it with {sizes}), or {other}")
+
+
+def at_precision(spec: ModelSpec, quantization: str) -> ModelSpec:
+    """``spec`` priced at ``quantization``'s bits per weight (QUANT_BITS) without a checkpoint to launch: what
+    `recommend` predicts with when :func:`quantized` finds none (the launch is withheld, the source says so)."""
+    bits = QUANT_BITS[quantization]
+    return spec.model_copy(update={"weight_bits": bits, "quantization": quantization, "source": (
+        f"{spec.source}; priced at {quantization}'s {bits:g} bits per weight (no {quantization} checkpoint known)")})
 
 
 def _read_file(path: Path, model):

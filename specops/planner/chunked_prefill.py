@@ -120,7 +120,7 @@ def _share_for(request_json: str, batch: int, gamma: int, kv_dtype: str) -> tupl
 
     request = RecommendRequest.model_validate_json(request_json)
     try:
-        _, _, setup = resolve(request, load_catalogs(), engine_profile(request.engine))
+        _, _, setup = resolve(request, load_catalogs(), engine_profile(request.engine), withheld=[])  # as recommend
     except SpecopsError:
         return 1.0, float(request.data_parallel_size)
     return (mixed_share(setup, context_len=request.context_len, batch=batch, tokens_per_seq=gamma + 1,

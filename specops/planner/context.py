@@ -16,7 +16,7 @@ from specops.planner.mitigations import launch_mitigations, priced
 from specops.planner.perfmodel import DraftSpec, Evaluation, Setup, evaluate, memory_estimate
 from specops.planner.priors import Priors
 from specops.planner.tree import Constraints
-from specops.planner.types import GPU, MeasuredModel, ModelSpec, RecommendRequest
+from specops.planner.types import GPU, MeasuredModel, ModelSpec, RecommendRequest, WithheldLaunch
 
 NEAR_TIE = 0.02
 
@@ -49,6 +49,7 @@ class Context:
     picked: Evaluation | None = None  # the cost model's pick by point, before the evidence rule
     mitigation_cache: dict = field(default_factory=dict)  # (method, kv, draft) -> mitigation flags (planner/mitigations)
     warning_about: dict[str, str] = field(default_factory=dict)  # warning -> the method it is about
+    withheld: list[WithheldLaunch] = field(default_factory=list)  # artifacts the launch lacks: no argv is rendered
 
     @property
     def version(self):
@@ -60,6 +61,12 @@ class Context:
             self.warnings.append(text)
         if about is not None:
             self.warning_about[text] = about
+
+    def withhold(self, missing: WithheldLaunch, warning: str) -> None:
+        """No launch for this plan: ``missing`` names the artifact and its fix (the prediction is kept); one warning."""
+        if missing not in self.withheld:
+            self.withheld.append(missing)
+        self.warn(warning)
 
     def allowed(self, method: str) -> bool:
         pinned = self.request.method

@@ -10,10 +10,10 @@ the release's capabilities, the drafts, the KV dtype), the cost model here, plan
 from __future__ import annotations
 
 from specops.capabilities import CapabilityTable, format_version, released_version
-from specops.errors import FitError, InputError
+from specops.errors import CheckpointMissing, FitError, InputError
 from specops.planner.archnotes import hybrid_note, moe_note
 from specops.planner.candidates import check_drafts, check_kv_cache, check_vllm_capabilities, shipped_table
-from specops.planner.catalog import Catalogs, load_catalogs
+from specops.planner.catalog import Catalogs, at_precision, load_catalogs
 from specops.planner.context import (
     NEAR_TIE,
     Context,
@@ -34,16 +34,34 @@ from specops.planner.perfmodel import PROFILE_SOURCES, EngineProfile, Setup, eng
 from specops.planner.pick import check_evidence, evidence_for
 from specops.planner.priors import Priors, default_priors
 from specops.planner.tree import DecisionTree, TreeRule, evaluate_rule, load_tree
-from specops.planner.types import GPU, METHODS, DecisionStep, MeasuredModel, ModelSpec, RecommendRequest
+from specops.planner.types import (
+    GPU,
+    METHODS,
+    DecisionStep,
+    MeasuredModel,
+    ModelSpec,
+    RecommendRequest,
+    WithheldLaunch,
+)
 
 __all__ = ["Context", "check_fits", "check_tensor_parallel", "evidence_for", "prior_for", "recommend", "resolve"]
 
 
-def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile) -> tuple[ModelSpec, GPU, Setup]:
-    """Catalog lookups and the checks that make a request impossible (InputError/FitError)."""
+def resolve(request: RecommendRequest, catalogs: Catalogs, profile: EngineProfile,
+            withheld: list[WithheldLaunch] | None = None) -> tuple[ModelSpec, GPU, Setup]:
+    """Catalog lookups and the checks that make a request impossible (InputError/FitError). With ``withheld`` (a list),
+    a --quantization whose checkpoint specops does not know is priced at its precision and the missing checkpoint
+    appended there (the launch is withheld, the prediction stands); without it, it is refused."""
     gpu = catalogs.gpu(request.gpu)
-    model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
-                           active_params_b=request.active_params_b)
+    try:
+        model = catalogs.model(request.model, params_b=request.params_b, quantization=request.quantization,
+                               active_params_b=request.active_params_b)
+    except CheckpointMissing as exc:
+        if withheld is None or request.quantization is None:
+            raise
+        model = at_precision(catalogs.model(request.model, params_b=request.params_b,
+                                            active_params_b=request.active_params_b), request.quantization)
+        withheld.append(WithheldLaunch(artifact="checkpoint", missing=exc.message, fix=exc.fix or ""))
     released_version(request.vllm_version)
     if request.data_parallel_size == 1:
         check_tensor_parallel(model, request.gpus)
@@ -204,9 +222,13 @@ def recommend(request: RecommendRequest, *, catalogs: Catalogs | None = None, pr
     profile = calibration or engine_profile(request.engine)
 
     def once(req: RecommendRequest):
-        model, gpu, setup = resolve(req, catalogs, profile)
+        withheld: list[WithheldLaunch] = []
+        model, gpu, setup = resolve(req, catalogs, profile, withheld)
         ctx = Context(req, model, gpu, setup, priors, capabilities or shipped_table(), catalogs, measured=measured,
                       residuals=residuals)
+        for w in withheld:  # the checkpoint --quantization needs: predicted at its precision, no launch
+            ctx.withhold(w, f"{w.missing}: predicted at {req.quantization}'s {model.weight_bits:g} bits per weight, "
+                         f"and no launch is rendered. To fix: {w.fix}")
         steps = run_tree(ctx, tree or load_tree())
         if calibration is None:  # the profile that predicted is named on the cost model's step
             cost = next(s for s in steps if s.rule == "cost_model")

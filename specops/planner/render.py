@@ -101,7 +101,7 @@ def _alternatives(ctx: Context, chosen: Evaluation) -> list[Alternative]:
     for e in rows:
         ev = evidence_for(ctx, e)
         out.append(Alternative(method=e.method, num_speculative_tokens=e.gamma or None, kv_cache_dtype=e.kv_dtype,
-                               draft=e.draft.id if e.draft else None, speedup=_r(e.speedup),
+                               draft=e.draft.id if e.draft and not e.draft.typical else None, speedup=_r(e.speedup),
                                **_ranged(ev), tpot_ms=_r(e.tpot_ms), throughput_tok_s=_r(e.throughput_tok_s, 1),
                                fits=e.fits))
     return out
@@ -151,7 +151,7 @@ def _warnings(ctx: Context, e: Evaluation) -> None:
     if req.quantization and METHODS[e.method].family == "head":
         ctx.warn("the target is quantized but EAGLE/Medusa drafts are trained on the 16-bit target: acceptance can "
                  "drop (vllm#36223); measure it")
-    if req.quantization and req.quantization not in ONLINE_QUANT:
+    if req.quantization and req.quantization not in ONLINE_QUANT and not ctx.withheld:
         ctx.warn(f"--quantization {req.quantization}: the launch serves {ctx.model.id}, a pre-quantized checkpoint "
                  "(vLLM reads its quantization_config; no --quantization flag is rendered)")
     if req.parallel_drafting and e.method == "eagle3":
@@ -179,6 +179,7 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         gamma, schedule = None, None
     method = e.method if gamma else "none"
     draft_id = e.draft.id if (e.draft and needs_draft(method)) else None  # mtp drafts with the target's own layers
+    shown_draft = None if e.draft is not None and e.draft.typical else draft_id  # a made-up name is not shown
     from specops.planner.recommend import check_fits
 
     check_fits(ctx, e)  # a plan that runs no request is refused, naming what would fit
@@ -194,8 +195,9 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
     for w in bugs.warnings():
         ctx.warn(w)
     cfg = bugs.cfg
-    argv = render_argv(cfg, entrypoint="console", table=ctx.table)
-    sc = speculative_config(cfg, ctx.table)
+    withheld = [w for w in ctx.withheld if w.artifact == "checkpoint" or method != "none"]  # none needs no draft
+    argv = [] if withheld else render_argv(cfg, entrypoint="console", table=ctx.table)
+    sc = None if withheld else speculative_config(cfg, ctx.table)
     mem = e.memory
     kv_gib = mem.kv_gib(req.batch_size)
     ev = ctx.evidence if e.method != "none" else None
@@ -206,7 +208,8 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
         ttft_ms=_r(e.ttft_ms, 1), baseline_ttft_ms=_r(e.baseline_ttft_ms, 1), effective_batch=e.effective_batch,
         num_speculative_tokens_at_batch=e.gamma if method != "none" else 0,
         meets_tpot_target=None if req.tpot_ms is None else e.tpot_ms <= req.tpot_ms,
-        acceptance_prior_source=e.prior_source,
+        acceptance_prior_source=e.prior_source + (f"; a typical {e.method} draft (none named: no draft-specific "
+                                                  "effect)" if e.draft is not None and e.draft.typical else ""),
         break_even_acceptance_rate=_r(be, 3) if (be := break_even_rate(e)) is not None and method != "none" else None,
         **_ranged(ev), evidence=(ev.line() if ev else _no_range(ctx, e)), evidence_near=ev.near if ev else None,
         evidence_rows=list(ev.evidence_rows) if ev else None,
@@ -216,13 +219,13 @@ def build_plan(ctx: Context, steps: list[DecisionStep]) -> Plan:
                     total_gib=_r(mem.weights_gib + mem.draft_gib + kv_gib), available_gib=_r(mem.available_gib),
                     fits=e.fits, max_batch_that_fits=mem.max_batch())
     return Plan(
-        model=ctx.model.id, gpu=ctx.gpu.name, gpus=req.gpus, method=method, draft=draft_id,
+        model=ctx.model.id, gpu=ctx.gpu.name, gpus=req.gpus, method=method, draft=shown_draft,
         num_speculative_tokens=gamma, num_speculative_tokens_per_batch_size=schedule, kv_cache_dtype=e.kv_dtype,
         tensor_parallel_size=cfg.tensor_parallel_size, predicted=predicted, memory=memory, decision_path=steps,
         warnings=[w for w in ctx.warnings if ctx.warning_about.get(w, method) == method],  # only the pick's
         alternatives=_alternatives(ctx, e),
         vllm=VllmLaunch(version=req.vllm_version, argv=argv, speculative_config=sc, nodes=cfg.pipeline_parallel_size,
-                        setup=_multi_node_setup(cfg.pipeline_parallel_size)),
+                        setup=_multi_node_setup(cfg.pipeline_parallel_size), withheld=withheld),
     )
 
 
@@ -255,6 +258,9 @@ def to_deployment(plan: Plan, name: str | None = None) -> DeploymentSpec:
     )
     from specops.errors import InputError
 
+    if plan.vllm.withheld:
+        raise InputError("no DeploymentSpec: " + "; ".join(w.missing for w in plan.vllm.withheld),
+                         "; and ".join(w.fix for w in plan.vllm.withheld))
     if plan.vllm.nodes > 1:
         raise InputError(f"this plan is one replica over {plan.vllm.nodes} nodes, and `specops deploy` starts vLLM on "
                          "one machine", f"{plan.vllm.setup} (the table output shows the launch), or use --gpus 8 or fewer")

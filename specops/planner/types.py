@@ -348,14 +348,32 @@ class Alternative(_Strict):
     fits: bool
 
 
+class WithheldLaunch(_Strict):
+    """An artifact the chosen configuration needs and specops does not have: the prediction stands (it is about the
+    configuration), the launch is not rendered (it would name a made-up draft or serve the wrong weights)."""
+
+    artifact: Literal["draft", "checkpoint"] = Field(description="draft: no draft of the pinned method is known for "
+                                                    "the model; checkpoint: no checkpoint of the --quantization is.")
+    missing: str = Field(description="What is missing (a draft trained for the model, a quantized checkpoint).")
+    fix: str = Field(description="How to supply it; with it the launch renders.")
+
+    def line(self) -> str:
+        """One line: what is missing. To fix: ..."""
+        return f"{self.missing.rstrip('.')}. To fix: {self.fix}"
+
+
 class VllmLaunch(_Strict):
     """The exact vLLM launch for the chosen version."""
 
     version: str = Field(description="vLLM release rendered for.")
-    argv: list[str] = Field(description="`vllm serve` argument list.")
+    argv: list[str] = Field(description="`vllm serve` argument list (empty when the launch is withheld).")
     speculative_config: dict | None = Field(description="The --speculative-config JSON as a dict.")
     nodes: int = Field(1, ge=1, description="Machines one replica spans (pipeline stages of tensor-parallel GPUs).")
     setup: str | None = Field(None, description="What to start before argv when the replica spans several nodes.")
+    withheld: list[WithheldLaunch] = Field(default_factory=list, description="Artifacts the configuration needs and "
+                                           "specops does not have: when any is listed, argv is empty and "
+                                           "speculative_config null (the prediction still holds for the "
+                                           "configuration), and `-o deployment` is refused with the fix.")
 
 
 class Load(_Strict):

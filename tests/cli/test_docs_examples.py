@@ -97,6 +97,14 @@ RUNS: dict[str, tuple[int, str, str | None]] = {
          None),
     "specops recommend --model llama-3.1-8b-instruct --gpu H100 --context-len 100000": (0, r"--max-model-len 100256", None),
     "specops recommend --model llama-3.1-8b-instruct --gpu T4 --quantization awq": (0, r'"method":"ngram"', None),
+    # recommend.md: predicted, not launched (the prediction is about the configuration, the launch about artifacts)
+    "specops recommend --model meta-llama/Llama-2-7b-chat-hf --params-b 6.74 --gpu H100 --method eagle   # predicted; "
+    "launch: withheld": (0, r"(?m)^launch: withheld: no eagle draft is known[\s\S]*To fix:\s+pass\s+--draft", None),
+    "specops recommend --model meta-llama/Llama-2-7b-chat-hf --params-b 6.74 --gpu H100 --method eagle --draft "
+    "yuhuili/EAGLE-llama2-chat-7B   # the fix: the launch names it":
+        (0, r"(?m)^launch: vllm serve meta-llama/Llama-2-7b-chat-hf .*yuhuili/EAGLE-llama2-chat-7B", None),
+    "specops recommend --model deepseek-ai/DeepSeek-V3 --quantization nvfp4 --gpu B200 --gpus 8 --method mtp -o json   # "
+    '"withheld": [{"artifact": "checkpoint", ...}]': (0, r'"argv": \[\],[\s\S]*"artifact": "checkpoint"', None),
     "specops recommend --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80GB --sweep batch=1,8,64,256":
         (0, r"swept over 4", None),
     "specops recommend --model org/my-moe --params-b 30 --active-params-b 3 --gpu H100 --explain   # unknown MoE":

@@ -55,7 +55,8 @@ def test_the_published_files_are_the_models_schemas_now():
     ["--model", "llama-3.1-8b-instruct", "--gpu", "A100-80GB", "--context-len", "256", "--batch-size", "64",
      "--allow-uncertain"],  # a per-batch schedule
     ["--model", "org/my-moe", "--params-b", "30", "--active-params-b", "3", "--gpu", "H100"],
-], ids=["eagle3", "none", "schedule", "moe"])
+    ["--model", "org/my-7b", "--params-b", "7", "--gpu", "H100", "--method", "eagle"],  # the launch withheld
+], ids=["eagle3", "none", "schedule", "moe", "withheld"])
 def test_recommend_json_validates_and_carries_schema_version(args):
     plan = _json("recommend", *args)
     assert next(iter(plan)) == "schema_version" and plan["schema_version"] == SCHEMA_VERSION

@@ -9,6 +9,7 @@ from specops.capabilities import released_version
 from specops.errors import FitError, InputError
 from specops.planner.catalog import load_catalogs
 from specops.planner.recommend import recommend
+from specops.planner.render import to_deployment
 from specops.planner.types import RecommendRequest
 
 
@@ -31,9 +32,16 @@ def test_awq_launches_the_catalog_checkpoint():
     assert "--quantization" not in p.vllm.argv
 
 
-def test_awq_without_a_checkpoint_is_refused_and_the_fixes_run():
+def test_awq_without_a_checkpoint_predicts_withholds_the_launch_and_the_fixes_run():
+    # the prediction is about the configuration (3B at AWQ's bits), the launch about artifacts (no AWQ checkpoint)
+    p = plan(model="llama-3.2-3b-instruct", gpu="T4", quantization="awq")
+    sixteen = plan(model="llama-3.2-3b-instruct", gpu="T4")
+    assert p.memory.weights_gib < 0.4 * sixteen.memory.weights_gib and p.predicted.speedup > 0
+    assert p.vllm.argv == [] and p.vllm.speculative_config is None
+    (w,) = p.vllm.withheld
+    assert w.artifact == "checkpoint" and "--quantization fp8" in w.fix
     with pytest.raises(InputError) as exc:
-        plan(model="llama-3.2-3b-instruct", gpu="T4", quantization="awq")
+        to_deployment(p)
     assert "--quantization fp8" in exc.value.one_line()
     assert plan(model="llama-3.2-3b-instruct", gpu="T4", quantization="fp8").model == "meta-llama/Llama-3.2-3B-Instruct"
     p = plan(model="someorg/Llama-3.2-3B-Instruct-AWQ", params_b=3.21, gpu="T4", quantization="awq")
@@ -237,9 +245,8 @@ def test_a_draft_newer_than_the_release_is_skipped_or_refused_with_a_fix():
 @pytest.mark.parametrize(("q", "article"), [("gptq", "a gptq"), ("nvfp4", "a nvfp4"), ("awq", "an awq"),
                                             ("int8", "an int8")])
 def test_quantization_refusal_uses_the_right_article(q, article):
-    with pytest.raises(InputError) as exc:
-        plan(model="llama-3.2-3b-instruct", gpu="H100", quantization=q)
-    line = exc.value.one_line()
+    (w,) = plan(model="llama-3.2-3b-instruct", gpu="H100", quantization=q).vllm.withheld
+    line = w.line()
     assert f"needs {article} checkpoint" in line and f"at {article} checkpoint" in line
     assert "an gptq" not in line and "an nvfp4" not in line
 
