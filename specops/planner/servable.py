@@ -2,7 +2,7 @@
 that exists. A plan with a made-up draft (``<eagle draft for ...>``) cannot be launched. For a model the catalog
 (or its config.json) describes, the catalog shows which drafts exist, so a pinned method without one is refused
 with what would work (issue 41). A model specops does not know (sizes estimated from --params-b) is given the
-benefit of the doubt: for MTP a typical module, with a warning; for a draft-head method (:data:`HEAD_METHODS`)
+benefit of the doubt: for MTP a typical module, with a warning; for a draft-head method (specops.speculation.TRAINED_HEAD_METHODS)
 the method's typical draft is predicted and the launch withheld until --draft names one (the prediction is about
 the configuration, the launch about artifacts). A draft model without --draft stays refused: its acceptance depends
 on the draft's size, which nothing gives."""
@@ -29,21 +29,15 @@ def _instead(ctx: Context, method: str) -> str:
     return " or ".join(dict.fromkeys(options))
 
 
-HEAD_METHODS = TRAINED_HEAD_METHODS
-"""eagle, eagle3, medusa, dflash (specops.speculation): a draft trained for the target, whose acceptance model has a
-method level that stands without a named draft, so an unknown model's pinned one is predicted (the launch needs
---draft)."""
-
-
 def refuse_unservable(ctx: Context, method: str) -> WithheldLaunch | None:
     """Raise InputError when ``method`` is pinned but the model cannot serve it (no MTP layers, no draft). For a
     model specops does not know: None for MTP (the caller predicts with a typical module and warns); for a
-    :data:`HEAD_METHODS` method, the missing draft (the caller predicts with the method's typical draft and
+    trained-head method (TRAINED_HEAD_METHODS: eagle, eagle3, medusa, dflash), the missing draft (the caller predicts with the method's typical draft and
     withholds the launch)."""
     model = ctx.model
     estimated = model.source.startswith("estimated")
     art = "an" if method.startswith("eagle") else "a"
-    if estimated and method in HEAD_METHODS:
+    if estimated and method in TRAINED_HEAD_METHODS:
         return WithheldLaunch(artifact="draft", missing=f"no {method} draft is known for {model.id}, and a launch "
                               "with a made-up draft cannot start", fix=f"pass --draft HUB_ID_OR_FOLDER ({art} {method} "
                               f"draft trained for {model.id}); the launch then names it")

@@ -233,6 +233,18 @@ def fit_model(points: list[PointResult]) -> tuple[Coefficients, list[DrafterAcce
     return fit_coefficients(cost, acceptance), acceptance, how
 
 
+def fit_without(points: list[PointResult], left_out) -> tuple[Coefficients, list[DrafterAcceptance]] | None:
+    """(coefficients, acceptance) fitted (:func:`fit_model`) on the ``ok`` points for which ``left_out(point)`` is
+    false - the refit every leave-one-out check makes (specops.tune.report, specops.tune.residuals); None when the
+    rest cannot be fitted (nothing else measured that method: no acceptance to predict from)."""
+    rest = [r for r in points if r.status == "ok" and r.sample is not None and not left_out(r)]
+    try:
+        coef, acc, _ = fit_model(rest)
+    except InputError:
+        return None
+    return coef, acc
+
+
 # --- prediction ------------------------------------------------------------------------------------------
 
 def utilization_at(coef: Coefficients, b: int) -> float:

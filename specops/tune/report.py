@@ -9,7 +9,7 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
-from specops.tune.fit import fit_model, predict
+from specops.tune.fit import fit_without, predict
 from specops.tune.types import (
     EngineConfig,
     Figure,
@@ -61,12 +61,13 @@ def _pct(pred: float, meas: float) -> float:
 
 
 def _leave_out(points: list[PointResult], config: EngineConfig, b: int) -> float | None:
-    rest = [r for r in points if r.status == "ok" and r.point.config != config]
-    try:
-        coef, acc, _ = fit_model(rest)
-        return predict(coef, acc, config, b).tokens_per_s
-    except InputError:
+    fit = fit_without(points, lambda r: r.point.config == config)
+    if fit is None:
         return None  # nothing else measured this method: no acceptance to predict from
+    try:
+        return predict(*fit, config, b).tokens_per_s
+    except InputError:
+        return None
 
 
 def leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
@@ -85,11 +86,12 @@ def leave_one_config_out(points: list[PointResult]) -> list[HeldOut]:
                       key=lambda k: (k[0] != "none", k[0], k[1], k[3])):
         method, gamma, draft, b = key
         held = [r for r in ok if cell(r) == key and r.point.config.synthetic_rate is None]
-        rest = [r for r in ok if cell(r) != key]
+        fit = fit_without(ok, lambda r, key=key: cell(r) == key)
         try:
-            coef, acc, _ = fit_model(rest)
-            pred = predict(coef, acc, held[0].point.config, b).tokens_per_s
+            pred = predict(*fit, held[0].point.config, b).tokens_per_s if fit else None
         except InputError:
+            pred = None
+        if pred is None:
             continue
         meas = statistics.median(r.sample.tokens_per_s for r in held)
         out.append(HeldOut(method=method, gamma=gamma, concurrency=b, predicted_tokens_per_s=pred,

@@ -29,12 +29,8 @@ import statistics
 from collections import defaultdict
 
 from specops.errors import InputError
-from specops.tune.fit import fit_model, predict
+from specops.tune.fit import fit_without, predict
 from specops.tune.types import EngineConfig, LocoResidual, PointResult, TuneCalibration
-
-
-def _measured(points: list[PointResult]) -> list[PointResult]:
-    return [r for r in points if r.status == "ok" and r.sample is not None]
 
 
 def _spec_key(c: EngineConfig) -> tuple[str, str | None, int]:
@@ -44,7 +40,7 @@ def _spec_key(c: EngineConfig) -> tuple[str, str | None, int]:
 def loco_residuals(points: list[PointResult]) -> tuple[list[LocoResidual], list[str]]:
     """(residuals, keys of the configurations nothing else predicts): one residual per measured speculative
     configuration × concurrency (see the module docstring)."""
-    ok = _measured(points)
+    ok = [r for r in points if r.status == "ok" and r.sample is not None]
     standard = [r for r in ok if r.point.config.synthetic_rate is None]
     base_tps: dict[int, list[float]] = defaultdict(list)
     cells: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -60,12 +56,13 @@ def loco_residuals(points: list[PointResult]) -> tuple[list[LocoResidual], list[
     out, unpredictable = [], []
     for key in sorted(cells, key=lambda k: (k[0], k[1] or "", k[2])):
         config = configs[key]
-        rest = [r for r in ok if _spec_key(r.point.config) != key]  # its synthetic cost runs go too
+        fit = fit_without(ok, lambda r, key=key: _spec_key(r.point.config) == key)  # its synthetic cost runs go too
         try:
-            coef, acc, _ = fit_model(rest)
-            preds = {b: (predict(coef, acc, config, b).tokens_per_s, predict(coef, acc, baseline, b).tokens_per_s)
-                     for b in cells[key]}
+            preds = {b: (predict(*fit, config, b).tokens_per_s, predict(*fit, baseline, b).tokens_per_s)
+                     for b in cells[key]} if fit else None
         except InputError:
+            preds = None
+        if preds is None:
             unpredictable.append(config.key)
             continue
         for b in sorted(cells[key]):
