@@ -18,6 +18,8 @@ TensorRT-LLM rows are predicted with vLLM's profile, and the ratio says how far 
 Figures (2026-12, 24 rows with a speedup), before -> after "predicted, not launched" (docs/recommend.md):
   shipped: predicted 20 -> 24, coverage 15 of 20 -> 19 of 24, median hi/lo 1.76 -> 1.76
   nested:  predicted 20 -> 24, coverage 14 of 20 -> 16 of 24, median hi/lo 2.32 -> 2.29
+  then with the ceiling at τ's held-out 95% bound (uncertainty.CEILING_Z 2.04, 2026-12-07): shipped coverage 20 of
+  24 at 1.77, nested 17 of 24 at 2.32
   (the four new rows nested: TRT-MTP-DSR1-FP4 and SGL-EAGLE2-Llama2-7B inside, SPX-DSpark-27B-N1/N64 above their
   ranges: 3.41x and 1.23x predicted against 2.85x and 1.16x). vLLM's profile on the other engines' rows, nested: median
   published/predicted 0.54 on SGLang's 3 (the model over-predicts them), 1.25 on TensorRT-LLM's 7 (under-predicts).
